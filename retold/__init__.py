@@ -1,0 +1,70 @@
+"""retold: durable, scoped, evidence-backed long-term memory for LLM agents.
+
+    import retold
+    from retold import Principal, Scope
+
+    async with retold.open_runtime("memory.sqlite") as rt:
+        await rt.host.provision_user("u1", aliases=["Aditya"])
+        await rt.host.grant("planner", Scope("user", "u1"), read=True, write=True)
+
+Importing this package stays cheap: frameworks and models load only when used.
+"""
+
+from retold.config import Config, load_config
+from retold.errors import (
+    AliasConflictError,
+    ConfigError,
+    EmbeddingMismatchError,
+    InvalidArgumentError,
+    MigrationIssuesError,
+    MissingExtraError,
+    NotFoundError,
+    RetoldError,
+    SchemaVersionError,
+    StoreClosedError,
+    StoreError,
+)
+from retold.models import (
+    Entity,
+    EntityMention,
+    Explanation,
+    Principal,
+    Record,
+    Scope,
+    SearchRequest,
+    SearchResponse,
+    SearchResult,
+    Turn,
+)
+from retold.runtime import Runtime, open_runtime
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AliasConflictError",
+    "Config",
+    "ConfigError",
+    "EmbeddingMismatchError",
+    "Entity",
+    "EntityMention",
+    "Explanation",
+    "InvalidArgumentError",
+    "MigrationIssuesError",
+    "MissingExtraError",
+    "NotFoundError",
+    "Principal",
+    "Record",
+    "RetoldError",
+    "Runtime",
+    "SchemaVersionError",
+    "Scope",
+    "SearchRequest",
+    "SearchResponse",
+    "SearchResult",
+    "StoreClosedError",
+    "StoreError",
+    "Turn",
+    "__version__",
+    "load_config",
+    "open_runtime",
+]

@@ -1,0 +1,5 @@
+"""``python -m retold`` is the ``retold`` command."""
+
+from retold.cli import main
+
+main()

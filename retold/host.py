@@ -1,0 +1,170 @@
+"""MemoryHost: the host application's administrative surface (spec §6.1, §9.1).
+
+Agents never call this: the host (or an operator through the CLI) decides which
+shared scopes an agent may read and write, and which display names refer to a
+user. Every change appends an audit event in the same transaction, and every
+refusal happens before anything is written.
+
+    await rt.host.provision_user("u1", aliases=["Aditya"])
+    await rt.host.grant("planner", Scope("user", "u1"), read=True, write=True)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from retold.errors import AliasConflictError, InvalidArgumentError
+from retold.models import Entity, Grant, Scope, validate_id
+from retold.store import Store
+from retold.util import Clock, new_id, normalize_alias, normalize_ws
+
+__all__ = ["MemoryHost"]
+
+
+class MemoryHost:
+    """Grants and user provisioning over one store."""
+
+    def __init__(self, store: Store, clock: Clock) -> None:
+        self._store = store
+        self._clock = clock
+
+    async def grant(
+        self, agent_id: str, scope: Scope, *, read: bool = True, write: bool = False, actor: str = "admin"
+    ) -> Grant:
+        """Create or update the agent's grant on a shared scope; append ``grant.changed``.
+
+        Refuses private ``agent:<a>/<u>`` scopes (they are implicit and never granted)
+        and user ids containing ``/``.
+        """
+        _check_grant_target(agent_id, scope)
+        if not (read or write):
+            raise InvalidArgumentError(
+                f"a grant with neither read nor write gives nothing; use revoke to remove {agent_id}'s "
+                f"access to {scope}"
+            )
+        grant = Grant(agent_id=agent_id, scope=scope, can_read=read, can_write=write)
+        async with self._store.transaction():
+            before = await self._store.set_grant(grant)
+            await self._store.append_event(
+                "grant.changed",
+                actor,
+                payload={
+                    "agent_id": agent_id,
+                    "scope": str(scope),
+                    "before": _grant_payload(before),
+                    "after": _grant_payload(grant),
+                },
+            )
+        return grant
+
+    async def revoke(self, agent_id: str, scope: Scope, *, actor: str = "admin") -> bool:
+        """Remove the grant; return False (and write nothing) when there was none.
+
+        Unlike :meth:`grant` it accepts a private ``agent:<a>/<u>`` scope, so a legacy or
+        direct-store grant on one can still be removed.
+        """
+        validate_id("agent_id", agent_id)
+        if not isinstance(scope, Scope):
+            raise InvalidArgumentError(f"scope must be a retold.Scope, got {scope!r}")
+        async with self._store.transaction():
+            before = await self._store.delete_grant(agent_id, scope)
+            if before is None:
+                return False
+            await self._store.append_event(
+                "grant.changed",
+                actor,
+                payload={
+                    "agent_id": agent_id,
+                    "scope": str(scope),
+                    "before": _grant_payload(before),
+                    "after": None,
+                },
+            )
+        return True
+
+    async def grants(self, agent_id: str) -> list[Grant]:
+        return await self._store.grants_for(agent_id)
+
+    async def provision_user(
+        self, user_id: str, aliases: Sequence[str] = (), *, actor: str = "admin"
+    ) -> Entity:
+        """Create the user's person entity if absent and attach the names people use for them.
+
+        The principal entity lives in ``user:<user_id>`` with ``normalize_alias(user_id)``
+        as its first alias, so a subject-less write and an ``about`` mention of "Aditya"
+        land on one entity instead of two (spec §9.1). An alias that already names a
+        different person in the scope is refused, and nothing is written.
+        """
+        validate_id("user_id", user_id)
+        if isinstance(aliases, str):
+            raise InvalidArgumentError("aliases must be a list of names, not one string")
+        scope = Scope("user", user_id)
+        names = [normalize_ws(a) for a in aliases if isinstance(a, str)]
+        if len(names) != len(aliases) or any(not normalize_alias(n) for n in names):
+            raise InvalidArgumentError(f"every alias must be a non-blank string, got {list(aliases)!r}")
+        principal_alias = normalize_alias(user_id)
+        wanted = list(dict.fromkeys([principal_alias, *(normalize_alias(n) for n in names)]))
+
+        async with self._store.transaction():
+            owners = await self._store.entities_by_alias(principal_alias, scopes=[scope], kinds=["person"])
+            if len(owners) > 1:
+                raise AliasConflictError(
+                    f"user {user_id!r} already has {len(owners)} person entities carrying its id "
+                    f"({', '.join(e.id for e in owners)}); merge them before provisioning"
+                )
+            entity = owners[0] if owners else None
+            for alias in wanted:
+                holders = await self._store.entities_by_alias(alias, scopes=[scope], kinds=["person"])
+                other = [h for h in holders if entity is None or h.id != entity.id]
+                if other:
+                    raise AliasConflictError(
+                        f"alias {alias!r} already names a different person entity ({other[0].id}, "
+                        f"{other[0].canonical!r}) in {scope}; nothing was written"
+                    )
+            created = entity is None
+            if entity is None:
+                entity = Entity(
+                    id=new_id(),
+                    kind="person",
+                    canonical=names[0] if names else user_id,
+                    scope=scope,
+                    status="confirmed",
+                    merged_into=None,
+                    aliases=wanted,
+                    created_at=self._clock.now(),
+                )
+                await self._store.insert_entity(entity)
+                await self._store.append_event(
+                    "entity.created",
+                    actor,
+                    entity_id=entity.id,
+                    payload={"kind": "person", "canonical": entity.canonical, "scope": str(scope)},
+                )
+                added = wanted
+            else:
+                added = await self._store.add_aliases(entity.id, wanted)
+                entity = await self._store.require_entity(entity.id)
+            await self._store.append_event(
+                "principal.provisioned",
+                actor,
+                entity_id=entity.id,
+                payload={"user_id": user_id, "created": created, "aliases_added": added},
+            )
+        return entity
+
+
+def _check_grant_target(agent_id: str, scope: Scope) -> None:
+    validate_id("agent_id", agent_id)
+    if not isinstance(scope, Scope):
+        raise InvalidArgumentError(f"scope must be a retold.Scope, got {scope!r}")
+    if scope.kind == "agent" and "/" in scope.id:
+        raise InvalidArgumentError(
+            f"{scope} is a private agent-and-user scope: it is implicit for that pair and cannot be "
+            "granted; grant a plain agent:<agent_id>, project or org scope to share memory"
+        )
+    if scope.kind == "user" and "/" in scope.id:
+        raise InvalidArgumentError(f"user id {scope.id!r} contains '/', which retold does not allow")
+
+
+def _grant_payload(grant: Grant | None) -> dict[str, bool] | None:
+    return None if grant is None else {"read": grant.can_read, "write": grant.can_write}

@@ -1,0 +1,159 @@
+"""The composition root: one object that owns the store, the host API and the models.
+
+The CLI, the adapters, the graphs and the benchmarks all build retold through
+:func:`open_runtime`, so they share one wiring and one lifecycle.
+
+    async with retold.open_runtime("memory.sqlite") as rt:
+        await rt.host.grant("planner", Scope("user", "u1"), read=True, write=True)
+
+    rt = await retold.open_runtime("memory.sqlite")   # or without the block
+    await rt.close()
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Generator
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from retold.config import Config, load_config
+from retold.errors import InvalidArgumentError, StoreClosedError
+from retold.host import MemoryHost
+from retold.operations import Operations
+from retold.store import Store
+from retold.util import Clock, SystemClock
+
+__all__ = ["Runtime", "open_runtime"]
+
+
+class Runtime:
+    """Everything one process needs to serve memory for one store file.
+
+    Model arguments left as ``None`` are built from config by the components that
+    need them (the embedder on first use, hosted models only when enabled).
+    """
+
+    def __init__(
+        self,
+        *,
+        config: Config,
+        store: Store,
+        clock: Clock,
+        embedder: Any = None,
+        judge: Any = None,
+        reranker: Any = None,
+        rewriter: Any = None,
+        extractor: Any = None,
+        reviewer: Any = None,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self.clock = clock
+        self.host = MemoryHost(store, clock)
+        self.ops = Operations(store, config, clock)
+        self.embedder = embedder
+        self.judge = judge
+        self.reranker = reranker
+        self.rewriter = rewriter
+        self.extractor = extractor
+        self.reviewer = reviewer
+        self._closed = False
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError("this retold runtime has been closed; open a new one with open_runtime()")
+
+    async def close(self) -> None:
+        """Close the store; calling it again does nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        await self.store.close()
+
+    async def __aenter__(self) -> Runtime:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+
+async def _open(
+    path: str | os.PathLike[str] | None,
+    config: Config | str | os.PathLike[str] | None,
+    clock: Clock | None,
+    allow_migration_issues: bool,
+    models: dict[str, Any],
+) -> Runtime:
+    if config is None or isinstance(config, str | os.PathLike):
+        config = load_config(config)
+    elif not isinstance(config, Config):
+        kind = type(config).__name__
+        raise InvalidArgumentError(f"config must be a Config, a YAML path or None, got {kind}")
+    clock = clock or SystemClock()
+    store_path = Path(path) if path is not None else Path(config.store.path)
+    store = await Store.open(
+        store_path,
+        busy_timeout_s=config.store.busy_timeout_seconds,
+        allow_migration_issues=allow_migration_issues,
+        clock=clock,
+    )
+    return Runtime(config=config, store=store, clock=clock, **models)
+
+
+class _RuntimeOpener:
+    """Awaitable and async context manager, like ``aiosqlite.connect``."""
+
+    def __init__(self, *args: Any) -> None:
+        self._args = args
+        self._runtime: Runtime | None = None
+
+    def __await__(self) -> Generator[Any, None, Runtime]:
+        return _open(*self._args).__await__()
+
+    async def __aenter__(self) -> Runtime:
+        self._runtime = await _open(*self._args)
+        return self._runtime
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._runtime is not None:
+            await self._runtime.close()
+
+
+def open_runtime(
+    path: str | os.PathLike[str] | None = None,
+    config: Config | str | os.PathLike[str] | None = None,
+    *,
+    embedder: Any = None,
+    judge: Any = None,
+    reranker: Any = None,
+    rewriter: Any = None,
+    extractor: Any = None,
+    reviewer: Any = None,
+    clock: Clock | None = None,
+    allow_migration_issues: bool = False,
+) -> _RuntimeOpener:
+    """Open (creating and migrating if needed) a store and wire retold around it.
+
+    ``path`` defaults to ``config.store.path``. ``config`` is a :class:`Config`, a YAML
+    path, or ``None`` for the defaults. ``None`` for a model means "build it from config";
+    pass ``retold.testing.FakeEmbedder()`` and friends to replace one.
+    """
+    models = {
+        "embedder": embedder,
+        "judge": judge,
+        "reranker": reranker,
+        "rewriter": rewriter,
+        "extractor": extractor,
+        "reviewer": reviewer,
+    }
+    return _RuntimeOpener(path, config, clock, allow_migration_issues, models)

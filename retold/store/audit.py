@@ -1,0 +1,194 @@
+"""Grants, the append-only event log, the search log and migration issues."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from retold.errors import InvalidArgumentError
+from retold.models import Grant, Scope
+from retold.store.database import Database
+from retold.store.rows import grant_from_row
+from retold.util import Clock, format_ts, new_id
+
+__all__ = ["SEARCH_LOG_COLUMNS", "AuditMixin"]
+
+SEARCH_LOG_COLUMNS: tuple[str, ...] = (
+    "id", "at", "agent_id", "user_id", "session_id", "trigger", "request", "context",
+    "rewrite_status", "rewritten_queries", "readable_scopes", "dense", "lexical", "entity",
+    "fused", "freshness", "gated_out", "deduped_out", "reranked", "reranked_out",
+    "rerank_status", "rerank_error", "budget_out", "returned", "explanations", "config_flags",
+    "warm", "timings_ms",
+)  # fmt: skip
+_SEARCH_LOG_OPTIONAL = frozenset({"session_id", "context", "rewritten_queries", "reranked", "rerank_error"})
+_SEARCH_LOG_DEFAULTS = {"trigger": "tool", "reranked_out": [], "rerank_status": "disabled"}
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, default=_json_default, separators=(",", ":"))
+
+
+def _json_default(value: Any) -> Any:
+    """Dataclasses (requests, explanations) as objects, datetimes as ISO text, sets as lists."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    if isinstance(value, datetime):
+        return format_ts(value)
+    if isinstance(value, set | frozenset | tuple):
+        return list(value)
+    return str(value)
+
+
+class AuditMixin:
+    db: Database
+    clock: Clock
+
+    # --- grants ---------------------------------------------------------------------------
+
+    async def set_grant(self, grant: Grant) -> Grant | None:
+        """Create or replace a grant row; return the row it replaced (None if new)."""
+        async with self.db.transaction():
+            before = await self.get_grant(grant.agent_id, grant.scope)
+            await self.db.execute(
+                """INSERT INTO grants(agent_id, scope_kind, scope_id, can_read, can_write)
+                   VALUES (?, ?, ?, ?, ?)
+                   ON CONFLICT(agent_id, scope_kind, scope_id)
+                   DO UPDATE SET can_read = excluded.can_read, can_write = excluded.can_write""",
+                (grant.agent_id, grant.scope.kind, grant.scope.id, int(grant.can_read), int(grant.can_write)),
+            )
+        return before
+
+    async def delete_grant(self, agent_id: str, scope: Scope) -> Grant | None:
+        """Remove a grant; return the removed row (None if there was none)."""
+        async with self.db.transaction():
+            before = await self.get_grant(agent_id, scope)
+            await self.db.execute(
+                "DELETE FROM grants WHERE agent_id = ? AND scope_kind = ? AND scope_id = ?",
+                (agent_id, scope.kind, scope.id),
+            )
+        return before
+
+    async def get_grant(self, agent_id: str, scope: Scope) -> Grant | None:
+        row = await self.db.fetchone(
+            "SELECT * FROM grants WHERE agent_id = ? AND scope_kind = ? AND scope_id = ?",
+            (agent_id, scope.kind, scope.id),
+        )
+        return None if row is None else grant_from_row(row)
+
+    async def grants_for(
+        self, agent_id: str, *, can_read: bool | None = None, can_write: bool | None = None
+    ) -> list[Grant]:
+        sql = "SELECT * FROM grants WHERE agent_id = ?"
+        params: list[Any] = [agent_id]
+        if can_read is not None:
+            sql += " AND can_read = ?"
+            params.append(int(can_read))
+        if can_write is not None:
+            sql += " AND can_write = ?"
+            params.append(int(can_write))
+        rows = await self.db.fetchall(sql + " ORDER BY scope_kind, scope_id", params)
+        return [grant_from_row(r) for r in rows]
+
+    # --- events ---------------------------------------------------------------------------
+
+    async def append_event(
+        self,
+        kind: str,
+        actor: str,
+        *,
+        record_id: str | None = None,
+        entity_id: str | None = None,
+        payload: Mapping[str, Any] | None = None,
+        at: datetime | None = None,
+    ) -> str:
+        """Append one audit event (never updated afterwards) and return its id."""
+        event_id = new_id()
+        # Inside the caller's transaction this is a savepoint; alone, it takes the write lock
+        # instead of writing through the read connection.
+        async with self.db.transaction():
+            await self.db.execute(
+                "INSERT INTO events(id, at, kind, actor, record_id, entity_id, payload) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (
+                    event_id,
+                    format_ts(at or self.clock.now()),
+                    kind,
+                    actor,
+                    record_id,
+                    entity_id,
+                    _json(dict(payload or {})),
+                ),
+            )
+        return event_id
+
+    async def events(
+        self,
+        *,
+        record_id: str | None = None,
+        entity_id: str | None = None,
+        kind: str | None = None,
+        limit: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """Events in the order they were appended, filtered by any of the arguments."""
+        clauses, params = [], []
+        for column, value in (("record_id", record_id), ("entity_id", entity_id), ("kind", kind)):
+            if value is not None:
+                clauses.append(f"{column} = ?")
+                params.append(value)
+        sql = "SELECT * FROM events" + (" WHERE " + " AND ".join(clauses) if clauses else "")
+        sql += " ORDER BY id"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        rows = await self.db.fetchall(sql, params)
+        return [{**dict(r), "payload": json.loads(r["payload"])} for r in rows]
+
+    # --- search log -----------------------------------------------------------------------
+
+    async def insert_search_log(self, row: Mapping[str, Any]) -> None:
+        """Write one complete ``search_log`` row; JSON columns accept Python values."""
+        unknown = set(row) - set(SEARCH_LOG_COLUMNS)
+        if unknown:
+            raise InvalidArgumentError(f"unknown search_log column(s): {', '.join(sorted(unknown))}")
+        values = {**_SEARCH_LOG_DEFAULTS, **row}
+        missing = [c for c in SEARCH_LOG_COLUMNS if c not in values and c not in _SEARCH_LOG_OPTIONAL]
+        if missing:
+            raise InvalidArgumentError(f"search_log row is missing: {', '.join(missing)}")
+        params = []
+        for column in SEARCH_LOG_COLUMNS:
+            value = values.get(column)
+            if isinstance(value, datetime):
+                value = format_ts(value)
+            elif isinstance(value, bool):
+                value = int(value)
+            elif value is not None and not isinstance(value, str | int | float):
+                value = _json(value)
+            params.append(value)
+        placeholders = ", ".join("?" for _ in SEARCH_LOG_COLUMNS)
+        async with self.db.transaction():
+            await self.db.execute(
+                f"INSERT INTO search_log({', '.join(SEARCH_LOG_COLUMNS)}) VALUES ({placeholders})", params
+            )
+
+    async def search_log(self, search_id: str) -> dict[str, Any] | None:
+        row = await self.db.fetchone("SELECT * FROM search_log WHERE id = ?", (search_id,))
+        return None if row is None else dict(row)
+
+    async def latest_search_log(self) -> dict[str, Any] | None:
+        row = await self.db.fetchone("SELECT * FROM search_log ORDER BY id DESC LIMIT 1")
+        return None if row is None else dict(row)
+
+    # --- migration issues -----------------------------------------------------------------
+
+    async def migration_issues(self, *, unresolved_only: bool = True) -> list[dict[str, Any]]:
+        """Legacy rows a migration could not map; unresolved ones are still active and unacknowledged."""
+        sql = """SELECT m.migration_version, m.record_id, m.issue, m.resolution, m.resolved_at,
+                        m.resolved_by, r.status, r.subject, r.type, r.scope_kind, r.scope_id, r.content
+                   FROM migration_issues m JOIN records r ON r.id = m.record_id"""
+        if unresolved_only:
+            sql += " WHERE m.resolution IS NULL AND r.status IN ('provisional', 'confirmed')"
+        rows = await self.db.fetchall(sql + " ORDER BY m.migration_version, m.record_id")
+        return [dict(r) for r in rows]

@@ -1,0 +1,315 @@
+"""The schema of spec §3 as ordered, forward-only migrations.
+
+Each migration runs in its own ``BEGIN IMMEDIATE`` transaction together with the
+row in ``schema_migrations`` that records it, so a crash leaves the file at the
+previous version, never half-way. Version 1 is the original ("legacy") schema,
+which kept a free-text ``subject`` and no structured subject; later versions add
+what the spec says they add:
+
+1. base tables: records, conflicts, embeddings, FTS, entities, grants, sessions, events, search_log
+2. structured subject (``subject_entity_id``, ``attribute``) with the backfill of §3.2,
+   ``migration_issues``, and ``search_log.trigger``
+3. vector-index versioning: ``store_meta.records_version`` and ``index_version`` columns (§7)
+4. temporal review (``review_at``, ``review_flagged_at``) and one live summary per session (§6.2)
+5. ``search_log.reranked_out``, ``rerank_status``, ``rerank_error`` (§3.6)
+
+There is deliberately no separate ``schema.sql``: two sources of truth for the DDL drift.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from retold.errors import SchemaVersionError
+from retold.store.database import Database
+from retold.util import SystemClock, format_ts, normalize_attribute
+
+__all__ = ["LATEST_VERSION", "MIGRATIONS", "Migration", "current_version", "migrate"]
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    statements: tuple[str, ...]
+    backfill: Callable[[Database], Awaitable[None]] | None = None
+
+
+_V1 = (
+    """CREATE TABLE records (
+      id              TEXT PRIMARY KEY,
+      type            TEXT NOT NULL CHECK (type IN ('semantic','episodic','procedural')),
+      version         INTEGER NOT NULL DEFAULT 1,
+      content         TEXT NOT NULL,
+      subject         TEXT NOT NULL,
+      scope_kind      TEXT NOT NULL CHECK (scope_kind IN ('agent','user','project','org')),
+      scope_id        TEXT NOT NULL,
+      source_kind     TEXT NOT NULL CHECK (source_kind IN
+                        ('user_statement','system','tool_result','session_summary','agent_inference')),
+      source_ref      TEXT,
+      creator_agent_id TEXT NOT NULL,
+      evidence        TEXT,
+      created_at      TEXT NOT NULL,
+      event_at        TEXT NOT NULL,
+      expires_at      TEXT,
+      valid_from      TEXT,
+      valid_until     TEXT,
+      confidence      REAL NOT NULL,
+      status          TEXT NOT NULL CHECK (status IN
+                        ('provisional','confirmed','superseded','expired','deleted')),
+      supersedes_id   TEXT REFERENCES records(id),
+      reinforcements  INTEGER NOT NULL DEFAULT 0,
+      last_reinforced_at TEXT,
+      tags            TEXT NOT NULL DEFAULT '[]'
+    )""",
+    "CREATE INDEX records_scope ON records(scope_kind, scope_id, status)",
+    "CREATE INDEX records_event ON records(type, event_at)",
+    """CREATE TABLE record_conflicts (
+      record_id   TEXT NOT NULL REFERENCES records(id),
+      other_id    TEXT NOT NULL REFERENCES records(id),
+      noted_at    TEXT NOT NULL,
+      PRIMARY KEY (record_id, other_id)
+    )""",
+    """CREATE TABLE embeddings (
+      record_id   TEXT PRIMARY KEY REFERENCES records(id),
+      model       TEXT NOT NULL,
+      version     TEXT NOT NULL,
+      dims        INTEGER NOT NULL,
+      vector      BLOB NOT NULL
+    )""",
+    """CREATE VIRTUAL TABLE records_fts USING fts5(
+      record_id UNINDEXED,
+      content,
+      subject,
+      aliases,
+      tokenize = 'unicode61 remove_diacritics 2'
+    )""",
+    """CREATE TABLE entities (
+      id            TEXT PRIMARY KEY,
+      kind          TEXT NOT NULL CHECK (kind IN ('person','project','org','repo','product','other')),
+      canonical     TEXT NOT NULL,
+      scope_kind    TEXT NOT NULL,
+      scope_id      TEXT NOT NULL,
+      status        TEXT NOT NULL CHECK (status IN ('provisional','confirmed','merged','deleted')),
+      merged_into   TEXT REFERENCES entities(id),
+      created_at    TEXT NOT NULL
+    )""",
+    "CREATE INDEX entities_scope ON entities(scope_kind, scope_id, kind)",
+    """CREATE TABLE entity_aliases (
+      entity_id   TEXT NOT NULL REFERENCES entities(id),
+      alias_norm  TEXT NOT NULL,
+      PRIMARY KEY (entity_id, alias_norm)
+    )""",
+    "CREATE INDEX entity_aliases_lookup ON entity_aliases(alias_norm)",
+    """CREATE TABLE record_entities (
+      record_id   TEXT NOT NULL REFERENCES records(id),
+      entity_id   TEXT NOT NULL REFERENCES entities(id),
+      role        TEXT NOT NULL DEFAULT 'about' CHECK (role IN ('about','mentions')),
+      PRIMARY KEY (record_id, entity_id)
+    )""",
+    "CREATE INDEX record_entities_by_entity ON record_entities(entity_id)",
+    """CREATE TABLE grants (
+      agent_id    TEXT NOT NULL,
+      scope_kind  TEXT NOT NULL,
+      scope_id    TEXT NOT NULL,
+      can_read    INTEGER NOT NULL DEFAULT 1,
+      can_write   INTEGER NOT NULL DEFAULT 0,
+      PRIMARY KEY (agent_id, scope_kind, scope_id)
+    )""",
+    """CREATE TABLE sessions (
+      id          TEXT PRIMARY KEY,
+      agent_id    TEXT NOT NULL,
+      user_id     TEXT NOT NULL,
+      project_id  TEXT,
+      started_at  TEXT NOT NULL,
+      ended_at    TEXT,
+      extraction_started_at TEXT,
+      extracted_at TEXT
+    )""",
+    "CREATE INDEX sessions_user ON sessions(user_id)",
+    """CREATE TABLE session_turns (
+      session_id  TEXT NOT NULL REFERENCES sessions(id),
+      turn        INTEGER NOT NULL,
+      role        TEXT NOT NULL CHECK (role IN ('user','assistant','tool')),
+      content     TEXT NOT NULL,
+      at          TEXT NOT NULL,
+      PRIMARY KEY (session_id, turn)
+    )""",
+    """CREATE TABLE events (
+      id          TEXT PRIMARY KEY,
+      at          TEXT NOT NULL,
+      kind        TEXT NOT NULL,
+      actor       TEXT NOT NULL,
+      record_id   TEXT,
+      entity_id   TEXT,
+      payload     TEXT NOT NULL
+    )""",
+    "CREATE INDEX events_record ON events(record_id)",
+    "CREATE INDEX events_entity ON events(entity_id)",
+    """CREATE TABLE search_log (
+      id            TEXT PRIMARY KEY,
+      at            TEXT NOT NULL,
+      agent_id      TEXT NOT NULL,
+      user_id       TEXT NOT NULL,
+      session_id    TEXT,
+      request       TEXT NOT NULL,
+      context       TEXT,
+      rewrite_status TEXT NOT NULL,
+      rewritten_queries TEXT,
+      readable_scopes TEXT NOT NULL,
+      dense         TEXT NOT NULL,
+      lexical       TEXT NOT NULL,
+      entity        TEXT NOT NULL,
+      fused         TEXT NOT NULL,
+      freshness     TEXT NOT NULL,
+      gated_out     TEXT NOT NULL,
+      deduped_out   TEXT NOT NULL,
+      reranked      TEXT,
+      budget_out    TEXT NOT NULL,
+      returned      TEXT NOT NULL,
+      explanations  TEXT NOT NULL,
+      config_flags  TEXT NOT NULL,
+      warm          INTEGER NOT NULL,
+      timings_ms    TEXT NOT NULL
+    )""",
+    "CREATE INDEX search_log_user ON search_log(user_id, at)",
+)
+
+_V2 = (
+    "ALTER TABLE records ADD COLUMN subject_entity_id TEXT REFERENCES entities(id)",
+    "ALTER TABLE records ADD COLUMN attribute TEXT",
+    "CREATE INDEX records_subject ON records(scope_kind, scope_id, subject_entity_id, attribute, status)",
+    # resolution/resolved_at/resolved_by extend the spec's table: they record the
+    # operator's --expire-unmapped / --allow-unmapped decision instead of deleting the issue.
+    """CREATE TABLE migration_issues (
+      migration_version INTEGER NOT NULL,
+      record_id   TEXT NOT NULL REFERENCES records(id),
+      issue       TEXT NOT NULL,
+      resolution  TEXT CHECK (resolution IN ('expired','acknowledged')),
+      resolved_at TEXT,
+      resolved_by TEXT,
+      PRIMARY KEY (migration_version, record_id)
+    )""",
+    "ALTER TABLE search_log ADD COLUMN trigger TEXT NOT NULL DEFAULT 'tool'",
+)
+
+_V3 = (
+    "CREATE TABLE store_meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL)",
+    "INSERT INTO store_meta(key, value) VALUES ('records_version', 0)",
+    "ALTER TABLE records ADD COLUMN index_version INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE embeddings ADD COLUMN index_version INTEGER NOT NULL DEFAULT 0",
+    "CREATE INDEX records_index_version ON records(index_version)",
+    "CREATE INDEX embeddings_index_version ON embeddings(index_version)",
+)
+
+_V4 = (
+    "ALTER TABLE records ADD COLUMN review_at TEXT",
+    "ALTER TABLE records ADD COLUMN review_flagged_at TEXT",
+    "CREATE INDEX records_temporal_review ON records(review_at, review_flagged_at, status)",
+    # One live summary per session: source_ref is the summary's idempotency key (spec §6.2).
+    """CREATE UNIQUE INDEX records_live_summary ON records(source_ref)
+       WHERE source_kind = 'session_summary' AND status IN ('provisional','confirmed')""",
+)
+
+_V5 = (
+    "ALTER TABLE search_log ADD COLUMN reranked_out TEXT NOT NULL DEFAULT '[]'",
+    "ALTER TABLE search_log ADD COLUMN rerank_status TEXT NOT NULL DEFAULT 'disabled'",
+    "ALTER TABLE search_log ADD COLUMN rerank_error TEXT",
+)
+
+
+async def _backfill_structured_subject(db: Database) -> None:
+    """Map each legacy row to (subject_entity_id, attribute) or record why it cannot be mapped.
+
+    A row maps only with exactly one ``about`` link and a non-empty attribute segment
+    (the text after the last ``/`` of the old subject, or the whole subject when it has
+    none), normalised with the same :func:`normalize_attribute` new writes use.
+    """
+    rows = await db.fetchall(
+        """SELECT r.id, r.subject, r.type,
+                  (SELECT group_concat(entity_id, ' ') FROM record_entities e
+                    WHERE e.record_id = r.id AND e.role = 'about') AS about_ids
+             FROM records r ORDER BY r.id"""
+    )
+    for row in rows:
+        about = (row["about_ids"] or "").split()
+        segment = row["subject"].rsplit("/", 1)[-1] if row["subject"] else ""
+        attribute = normalize_attribute(segment)
+        issue = None
+        if len(about) != 1:
+            issue = f"{len(about)} about links (exactly one is needed to pick the primary entity)"
+        elif not attribute or (attribute == "-" and row["type"] != "episodic"):
+            issue = f"no attribute segment in legacy subject {row['subject']!r}"
+        if issue is None:
+            await db.execute(
+                "UPDATE records SET subject_entity_id = ?, attribute = ?, subject = ? WHERE id = ?",
+                (about[0], attribute, f"{about[0]}/{attribute}", row["id"]),
+            )
+            # records_fts mirrors records.subject, so the derived subject must replace the legacy one.
+            await db.execute(
+                "UPDATE records_fts SET subject = ? WHERE record_id = ?",
+                (f"{about[0]}/{attribute}", row["id"]),
+            )
+        else:
+            await db.execute(
+                "INSERT INTO migration_issues(migration_version, record_id, issue) VALUES (2, ?, ?)",
+                (row["id"], issue),
+            )
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "base schema", _V1),
+    Migration(
+        2, "structured subject, migration issues, search_log.trigger", _V2, _backfill_structured_subject
+    ),
+    Migration(3, "vector index versioning", _V3),
+    Migration(4, "temporal review and live summary index", _V4),
+    Migration(5, "reranker columns in search_log", _V5),
+)
+LATEST_VERSION = MIGRATIONS[-1].version
+
+_BOOKKEEPING = """CREATE TABLE IF NOT EXISTS schema_migrations (
+  version    INTEGER PRIMARY KEY,
+  name       TEXT NOT NULL,
+  applied_at TEXT NOT NULL
+)"""
+
+
+async def current_version(db: Database) -> int:
+    exists = await db.fetchval(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'"
+    )
+    if not exists:
+        return 0
+    return int(await db.fetchval("SELECT coalesce(max(version), 0) FROM schema_migrations"))
+
+
+async def migrate(db: Database, *, target: int | None = None) -> list[int]:
+    """Apply every pending migration up to ``target`` (default: latest); return those applied."""
+    target = LATEST_VERSION if target is None else target
+    version = await current_version(db)
+    if version > LATEST_VERSION:
+        raise SchemaVersionError(
+            f"{db.path} is at schema version {version}, newer than this retold understands "
+            f"({LATEST_VERSION}); upgrade retold to open it"
+        )
+    applied: list[int] = []
+    for migration in MIGRATIONS:
+        if migration.version <= version or migration.version > target:
+            continue
+        async with db.transaction():
+            # Re-read inside the write lock: another process may have migrated meanwhile.
+            await db.execute(_BOOKKEEPING)
+            if await db.fetchval("SELECT 1 FROM schema_migrations WHERE version = ?", (migration.version,)):
+                continue
+            for statement in migration.statements:
+                await db.execute(statement)
+            if migration.backfill is not None:
+                await migration.backfill(db)
+            await db.execute(
+                "INSERT INTO schema_migrations(version, name, applied_at) VALUES (?, ?, ?)",
+                (migration.version, migration.name, format_ts(SystemClock().now())),
+            )
+        applied.append(migration.version)
+    return applied

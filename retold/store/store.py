@@ -1,0 +1,380 @@
+"""The async Store: every SQLite read and write retold makes goes through here.
+
+Records, their FTS rows, entity links and the ``records_version`` bump that lets
+other processes' vector indexes catch up are written in one transaction, so a
+crash or an exception leaves either all of them or none.
+
+    store = await Store.open("memory.sqlite")
+    async with store.transaction():
+        await store.insert_record(record, links=[(entity_id, "about")])
+    await store.close()
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from retold.errors import InvalidArgumentError, MigrationIssuesError, NotFoundError
+from retold.models import ACTIVE_STATUSES, Record, Scope
+from retold.store.audit import AuditMixin
+from retold.store.database import Database
+from retold.store.entities import EntitiesMixin, SessionsMixin
+from retold.store.migrations import LATEST_VERSION, current_version, migrate
+from retold.store.rows import RECORD_COLUMNS, record_from_row, record_to_params, to_sql
+from retold.util import Clock, SystemClock, format_ts
+
+__all__ = ["Store"]
+
+# Columns a caller may change after insert; id, scope and creation facts never change.
+_MUTABLE = frozenset(
+    {"version", "content", "subject", "subject_entity_id", "attribute", "source_kind", "source_ref",
+     "evidence", "event_at", "expires_at", "valid_from", "valid_until", "review_at",
+     "review_flagged_at", "confidence", "status", "supersedes_id", "reinforcements",
+     "last_reinforced_at", "tags"}
+)  # fmt: skip
+_FTS_COLUMNS = frozenset({"content", "subject"})
+_HISTORY_STATUSES = ("provisional", "confirmed", "superseded", "expired")
+
+
+class Store(AuditMixin, EntitiesMixin, SessionsMixin):
+    """Async CRUD over the schema of spec §3. Open with ``await Store.open(path)``."""
+
+    def __init__(self, db: Database, clock: Clock) -> None:
+        self.db = db
+        self.clock = clock
+
+    @classmethod
+    async def open(
+        cls,
+        path: str | Path,
+        *,
+        busy_timeout_s: float = 30.0,
+        allow_migration_issues: bool = False,
+        clock: Clock | None = None,
+    ) -> Store:
+        """Open (creating if needed) and migrate the file to the latest schema.
+
+        Refuses, with :class:`MigrationIssuesError`, while legacy rows that migration 2
+        could not map remain unresolved, unless ``allow_migration_issues=True``.
+        """
+        db = await Database.open(path, busy_timeout_s=busy_timeout_s)
+        try:
+            await migrate(db)
+            store = cls(db, clock or SystemClock())
+            if not allow_migration_issues:
+                unresolved = len(await store.migration_issues())
+                if unresolved:
+                    raise MigrationIssuesError(unresolved, str(path))
+        except BaseException:
+            await db.close()
+            raise
+        return store
+
+    @property
+    def path(self) -> str:
+        return self.db.path
+
+    async def close(self) -> None:
+        await self.db.close()
+
+    @asynccontextmanager
+    async def transaction(self) -> AsyncIterator[None]:
+        async with self.db.transaction():
+            yield
+
+    async def schema_version(self) -> int:
+        return await current_version(self.db)
+
+    @staticmethod
+    def latest_schema_version() -> int:
+        return LATEST_VERSION
+
+    async def tables(self) -> list[str]:
+        rows = await self.db.fetchall(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' "
+            "AND name NOT LIKE 'records_fts_%' ORDER BY name"
+        )
+        return [r[0] for r in rows]
+
+    # --- the durable index version ----------------------------------------------------------
+
+    async def records_version(self) -> int:
+        return int(await self.db.fetchval("SELECT value FROM store_meta WHERE key = 'records_version'"))
+
+    async def _bump(self) -> int:
+        """Advance records_version inside the caller's transaction and return the new value."""
+        assert self.db.in_transaction, "records_version must change inside the write transaction"
+        return int(
+            await self.db.fetchval(
+                "UPDATE store_meta SET value = value + 1 WHERE key = 'records_version' RETURNING value"
+            )
+        )
+
+    # --- records -----------------------------------------------------------------------------
+
+    async def insert_record(self, record: Record, *, links: Sequence[tuple[str, str]] = ()) -> int:
+        """Insert a record with its entity links and FTS row; return its ``index_version``.
+
+        ``links`` are ``(entity_id, role)`` pairs; the record's ``entity_ids`` are set from them.
+        """
+        async with self.db.transaction():
+            version = await self._bump()
+            params = record_to_params(record)
+            params["index_version"] = version
+            columns = ", ".join(RECORD_COLUMNS)
+            await self.db.execute(
+                f"INSERT INTO records({columns}) VALUES ({', '.join(':' + c for c in RECORD_COLUMNS)})",
+                params,
+            )
+            for entity_id, role in links:
+                await self.db.execute(
+                    "INSERT OR REPLACE INTO record_entities(record_id, entity_id, role) VALUES (?, ?, ?)",
+                    (record.id, entity_id, role),
+                )
+            await self._write_fts(record.id)
+        record.index_version = version
+        # The order get_records reads back: about links (the primary entity) first, then mentions.
+        record.entity_ids = [e for e, role in sorted(links, key=lambda link: link[1] == "mentions")]
+        return version
+
+    async def update_record(self, record_id: str, **fields: Any) -> int:
+        """Change mutable columns of one record; bump ``records_version``; keep FTS in step."""
+        bad = set(fields) - _MUTABLE
+        if bad:
+            raise InvalidArgumentError(f"record column(s) cannot be updated: {', '.join(sorted(bad))}")
+        if not fields:
+            raise InvalidArgumentError("update_record needs at least one column to change")
+        async with self.db.transaction():
+            version = await self._bump()
+            assignments = ", ".join(f"{c} = :{c}" for c in fields)
+            params = {c: to_sql(c, v) for c, v in fields.items()}
+            changed = await self.db.execute(
+                f"UPDATE records SET {assignments}, index_version = :_v WHERE id = :_id",
+                {**params, "_v": version, "_id": record_id},
+            )
+            if not changed:
+                raise NotFoundError(f"no record {record_id!r}")
+            if _FTS_COLUMNS & set(fields):
+                await self._write_fts(record_id)
+        return version
+
+    async def set_status(self, record_id: str, status: str, **fields: Any) -> int:
+        return await self.update_record(record_id, status=status, **fields)
+
+    async def get_record(self, record_id: str) -> Record | None:
+        records = await self.get_records([record_id])
+        return records[0] if records else None
+
+    async def require_record(self, record_id: str) -> Record:
+        record = await self.get_record(record_id)
+        if record is None:
+            raise NotFoundError(f"no record {record_id!r}")
+        return record
+
+    async def get_records(self, record_ids: Iterable[str]) -> list[Record]:
+        """Records by id, in the order given (unknown ids are skipped)."""
+        ids = list(dict.fromkeys(record_ids))
+        if not ids:
+            return []
+        async with self.db.temp_ids(ids) as table:
+            rows = await self.db.fetchall(f"SELECT r.* FROM records r JOIN {table} t ON t.id = r.id")
+            links = await self.db.fetchall(
+                f"""SELECT l.record_id, l.entity_id FROM record_entities l JOIN {table} t
+                     ON t.id = l.record_id ORDER BY l.role = 'mentions', l.rowid"""
+            )
+        by_record: dict[str, list[str]] = {}
+        for link in links:
+            by_record.setdefault(link[0], []).append(link[1])
+        found = {r["id"]: record_from_row(r, by_record.get(r["id"])) for r in rows}
+        return [found[i] for i in ids if i in found]
+
+    async def records_in_scope(
+        self, scope: Scope, *, statuses: Sequence[str] = ACTIVE_STATUSES
+    ) -> list[Record]:
+        rows = await self.db.fetchall(
+            f"""SELECT id FROM records WHERE scope_kind = ? AND scope_id = ?
+                 AND status IN ({", ".join("?" for _ in statuses)}) ORDER BY id""",
+            (scope.kind, scope.id, *statuses),
+        )
+        return await self.get_records(r[0] for r in rows)
+
+    async def supersession_chain(self, record_id: str) -> list[str]:
+        """Ids this record replaced, newest first, following ``supersedes_id`` back to the origin."""
+        rows = await self.db.fetchall(
+            """WITH RECURSIVE chain(id, depth) AS (
+                   SELECT supersedes_id, 1 FROM records WHERE id = ? AND supersedes_id IS NOT NULL
+                   UNION
+                   SELECT r.supersedes_id, c.depth + 1 FROM records r JOIN chain c ON r.id = c.id
+                    WHERE r.supersedes_id IS NOT NULL AND c.depth < 10000
+               ) SELECT id FROM chain ORDER BY depth""",
+            (record_id,),
+        )
+        return [r[0] for r in rows]
+
+    async def superseded_by(self, record_id: str) -> list[str]:
+        """Ids of the records that name this one in ``supersedes_id``."""
+        rows = await self.db.fetchall(
+            "SELECT id FROM records WHERE supersedes_id = ? ORDER BY id", (record_id,)
+        )
+        return [r[0] for r in rows]
+
+    async def record_links(self, record_id: str) -> list[tuple[str, str]]:
+        rows = await self.db.fetchall(
+            "SELECT entity_id, role FROM record_entities WHERE record_id = ? ORDER BY role, rowid",
+            (record_id,),
+        )
+        return [(r[0], r[1]) for r in rows]
+
+    async def _write_fts(self, record_id: str) -> None:
+        """(Re)write the record's FTS row from its content, subject and linked entities' aliases."""
+        await self.db.execute("DELETE FROM records_fts WHERE record_id = ?", (record_id,))
+        await self.db.execute(
+            """INSERT INTO records_fts(record_id, content, subject, aliases)
+               SELECT r.id, r.content, r.subject,
+                      coalesce((SELECT group_concat(a.alias_norm, ' ')
+                                  FROM record_entities l JOIN entity_aliases a ON a.entity_id = l.entity_id
+                                 WHERE l.record_id = r.id), '')
+                 FROM records r WHERE r.id = ?""",
+            (record_id,),
+        )
+
+    async def fts_row(self, record_id: str) -> dict[str, Any] | None:
+        row = await self.db.fetchone("SELECT * FROM records_fts WHERE record_id = ?", (record_id,))
+        return None if row is None else dict(row)
+
+    async def eligible_ids(
+        self,
+        scopes: Sequence[Scope],
+        *,
+        now: datetime,
+        types: Sequence[str] | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        include_history: bool = False,
+        exclude_source_kinds: Sequence[str] = (),
+        within: Iterable[str] | None = None,
+    ) -> set[str]:
+        """Ids a search may rank: readable scope, live status, unexpired, wanted type and time.
+
+        This is the hard filter of spec §10 step 3: it runs before any ranking, so no
+        generator can see a record outside it. ``include_history`` admits superseded
+        and expired rows (never deleted ones) regardless of ``expires_at``.
+        """
+        if not scopes:
+            return set()
+        statuses = _HISTORY_STATUSES if include_history else ACTIVE_STATUSES
+        scope_sql = " OR ".join("(r.scope_kind = ? AND r.scope_id = ?)" for _ in scopes)
+        params: list[Any] = [v for s in scopes for v in (s.kind, s.id)]
+        sql = f"SELECT r.id FROM records r{{join}} WHERE ({scope_sql})"
+        sql += f" AND r.status IN ({', '.join('?' for _ in statuses)})"
+        params += statuses
+        if not include_history:
+            sql += " AND (r.expires_at IS NULL OR r.expires_at > ?)"
+            params.append(format_ts(now))
+        if types:
+            sql += f" AND r.type IN ({', '.join('?' for _ in types)})"
+            params += list(types)
+        if exclude_source_kinds:
+            sql += f" AND r.source_kind NOT IN ({', '.join('?' for _ in exclude_source_kinds)})"
+            params += list(exclude_source_kinds)
+        if since is not None:
+            sql += " AND r.event_at >= ?"
+            params.append(format_ts(since))
+        if until is not None:
+            sql += " AND r.event_at <= ?"
+            params.append(format_ts(until))
+        if within is None:
+            rows = await self.db.fetchall(sql.format(join=""), params)
+        else:
+            async with self.db.temp_ids(within) as table:
+                rows = await self.db.fetchall(sql.format(join=f" JOIN {table} w ON w.id = r.id"), params)
+        return {r[0] for r in rows}
+
+    # --- conflicts ----------------------------------------------------------------------------
+
+    async def add_conflict(self, record_id: str, other_id: str, noted_at: datetime) -> None:
+        """Record a conflict in both directions (spec §3.3)."""
+        async with self.db.transaction():
+            for a, b in ((record_id, other_id), (other_id, record_id)):
+                await self.db.execute(
+                    "INSERT OR IGNORE INTO record_conflicts(record_id, other_id, noted_at) VALUES (?, ?, ?)",
+                    (a, b, format_ts(noted_at)),
+                )
+
+    async def conflicts_for(self, record_id: str) -> list[str]:
+        rows = await self.db.fetchall(
+            "SELECT other_id FROM record_conflicts WHERE record_id = ? ORDER BY other_id", (record_id,)
+        )
+        return [r[0] for r in rows]
+
+    # --- embeddings ---------------------------------------------------------------------------
+
+    async def put_embedding(self, record_id: str, model: str, version: str, vector: np.ndarray) -> int:
+        """Store the record's L2-normalised float32 vector; bump and return ``index_version``."""
+        vec = np.asarray(vector, dtype=np.float32).reshape(-1)
+        async with self.db.transaction():
+            index_version = await self._bump()
+            await self.db.execute(
+                """INSERT INTO embeddings(record_id, model, version, dims, vector, index_version)
+                   VALUES (?, ?, ?, ?, ?, ?)
+                   ON CONFLICT(record_id) DO UPDATE SET model = excluded.model,
+                       version = excluded.version, dims = excluded.dims, vector = excluded.vector,
+                       index_version = excluded.index_version""",
+                (record_id, model, version, int(vec.shape[0]), vec.tobytes(), index_version),
+            )
+            await self.db.execute(
+                "UPDATE records SET index_version = ? WHERE id = ?", (index_version, record_id)
+            )
+        return index_version
+
+    async def get_embedding(self, record_id: str) -> tuple[str, str, np.ndarray] | None:
+        row = await self.db.fetchone(
+            "SELECT model, version, dims, vector FROM embeddings WHERE record_id = ?", (record_id,)
+        )
+        if row is None:
+            return None
+        return row["model"], row["version"], np.frombuffer(row["vector"], dtype=np.float32, count=row["dims"])
+
+    async def embedding_models(self) -> list[dict[str, Any]]:
+        """Which (model, version, dims) made the stored vectors, with counts."""
+        rows = await self.db.fetchall(
+            "SELECT model, version, dims, count(*) AS n FROM embeddings GROUP BY model, version, dims"
+        )
+        return [dict(r) for r in rows]
+
+    # --- migration issues ---------------------------------------------------------------------
+
+    async def resolve_migration_issues(self, resolution: str, actor: str) -> int:
+        """Retire (``expired``) or acknowledge every unresolved issue; return how many."""
+        if resolution not in ("expired", "acknowledged"):
+            raise InvalidArgumentError("resolution must be 'expired' or 'acknowledged'")
+        now = self.clock.now()
+        async with self.db.transaction():
+            issues = await self.migration_issues()
+            for issue in issues:
+                if resolution == "expired":
+                    await self.set_status(issue["record_id"], "expired")
+                    await self.append_event(
+                        "record.status",
+                        actor,
+                        record_id=issue["record_id"],
+                        payload={
+                            "from": issue["status"],
+                            "to": "expired",
+                            "reason": "migration_unmapped",
+                            "issue": issue["issue"],
+                        },
+                        at=now,
+                    )
+                await self.db.execute(
+                    """UPDATE migration_issues SET resolution = ?, resolved_at = ?, resolved_by = ?
+                        WHERE migration_version = ? AND record_id = ?""",
+                    (resolution, format_ts(now), actor, issue["migration_version"], issue["record_id"]),
+                )
+        return len(issues)

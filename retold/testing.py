@@ -1,0 +1,135 @@
+"""Deterministic fakes for tests and benchmarks (ARCHITECTURE §5). They never load a model.
+
+from retold.testing import FakeClock, FakeEmbedder, FakeJudge
+async with retold.open_runtime(path, embedder=FakeEmbedder(), judge=FakeJudge(),
+                               clock=FakeClock()) as rt: ...
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+
+from retold.models import Verdict
+
+__all__ = ["FakeClock", "FakeEmbedder", "FakeJudge"]
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+class FakeClock:
+    """A clock that moves only when told: ``clock.advance(days=31)``."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        start = start or datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+        self._now = start if start.tzinfo else start.replace(tzinfo=UTC)
+        self._lock = threading.Lock()
+
+    def now(self) -> datetime:
+        with self._lock:
+            return self._now
+
+    def advance(self, delta: timedelta | None = None, **kwargs: float) -> datetime:
+        """Move forward by ``delta`` or by ``timedelta(**kwargs)``; return the new time."""
+        step = delta if delta is not None else timedelta(**kwargs)
+        if step < timedelta(0):
+            raise ValueError("a FakeClock only moves forward")
+        with self._lock:
+            self._now += step
+            return self._now
+
+    def set(self, value: datetime) -> None:
+        with self._lock:
+            self._now = value if value.tzinfo else value.replace(tzinfo=UTC)
+
+
+class FakeEmbedder:
+    """A hashed bag of lower-cased word tokens, L2-normalised.
+
+    Texts that share words are similar and unrelated texts are near-orthogonal, which is
+    enough to test dense search, duplicate collapse and gating without a model.
+    ``delay_s`` sleeps per call to stand in for model latency in benchmarks.
+    """
+
+    def __init__(self, dims: int = 256, delay_s: float = 0.0, *, name: str = "fake-embedder",
+                 version: str = "1") -> None:  # fmt: skip
+        if dims < 8:
+            raise ValueError("FakeEmbedder needs at least 8 dimensions")
+        self.name = name
+        self.version = version
+        self.dims = dims
+        self.delay_s = delay_s
+        self.calls: list[tuple[str, int]] = []  # ("query" | "document", number of texts)
+
+    @property
+    def is_loaded(self) -> bool:
+        return True
+
+    def warm(self) -> None:
+        """Nothing to load; present so callers can treat every embedder alike."""
+
+    def _vector(self, text: str) -> np.ndarray:
+        vec = np.zeros(self.dims, dtype=np.float32)
+        tokens = _WORD.findall(text.lower()) or ["\x00empty"]
+        for token in tokens:
+            digest = hashlib.blake2b(token.encode("utf-8"), digest_size=8).digest()
+            index = int.from_bytes(digest[:4], "little") % self.dims
+            vec[index] += 1.0 if digest[4] & 1 else -1.0
+        norm = float(np.linalg.norm(vec))
+        if norm == 0.0:  # tokens that cancel out: fall back to the first token alone
+            vec[int.from_bytes(hashlib.blake2b(tokens[0].encode()).digest()[:4], "little") % self.dims] = 1.0
+            norm = 1.0
+        return vec / norm
+
+    def _embed(self, texts: list[str], kind: str) -> np.ndarray:
+        self.calls.append((kind, len(texts)))
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        if not texts:
+            return np.zeros((0, self.dims), dtype=np.float32)
+        return np.stack([self._vector(t) for t in texts]).astype(np.float32)
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        return self._embed(list(texts), "query")
+
+    def embed_documents(self, texts: list[str]) -> np.ndarray:
+        return self._embed(list(texts), "document")
+
+
+class FakeJudge:
+    """Answers from a table keyed by ``(a, b)`` text pairs, looked up in both orders.
+
+    Identical texts are ``same``; anything not in the table gets ``default``.
+    :meth:`entails` returns ``entail`` for every pair.
+    """
+
+    name = "fake-judge"
+    model = "fake"
+
+    def __init__(
+        self,
+        table: Mapping[tuple[str, str], Verdict] | None = None,
+        default: Verdict = "distinct",
+        entail: float = 1.0,
+    ) -> None:
+        self.table: dict[tuple[str, str], Verdict] = dict(table or {})
+        self.default: Verdict = default
+        self.entail = entail
+        self.calls: list[tuple[str, Any, Any]] = []
+
+    def judge(self, a: str, b: str) -> Verdict:
+        self.calls.append(("judge", a, b))
+        if a == b:
+            return "same"
+        return self.table.get((a, b)) or self.table.get((b, a)) or self.default
+
+    def entails(self, premise: str, hypothesis: str) -> float:
+        self.calls.append(("entails", premise, hypothesis))
+        return self.entail

@@ -1,0 +1,123 @@
+"""Small shared helpers: ids, time, timers and the text normalisations every layer agrees on.
+
+The normalisations live here (not in ``ingest``) because the store's migration 2 must
+produce exactly the attribute slug a new write produces.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import unicodedata
+from datetime import UTC, datetime
+from typing import Protocol
+
+from uuid6 import uuid7
+
+__all__ = [
+    "Clock",
+    "SystemClock",
+    "Timer",
+    "format_ts",
+    "new_id",
+    "normalize_alias",
+    "normalize_attribute",
+    "normalize_ws",
+    "parse_ts",
+]
+
+_WS = re.compile(r"\s+")
+_NON_SLUG = re.compile(r"[^0-9a-z]+")
+
+
+def new_id() -> str:
+    """A UUIDv7 string, so creation order also sorts by id (spec §3)."""
+    return str(uuid7())
+
+
+class Clock(Protocol):
+    """Where retold reads the time; tests pass ``retold.testing.FakeClock``."""
+
+    def now(self) -> datetime: ...
+
+
+class SystemClock:
+    """The wall clock, in UTC."""
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+
+def format_ts(value: datetime) -> str:
+    """ISO 8601 UTC with fixed width, so stored timestamps compare correctly as strings."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_ts(value: str | None) -> datetime | None:
+    """Inverse of :func:`format_ts`; also accepts any ISO 8601 string (naive means UTC)."""
+    if value is None:
+        return None
+    parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.astimezone(UTC)
+
+
+def normalize_ws(text: str) -> str:
+    """Collapse runs of whitespace to one space and strip the ends."""
+    return _WS.sub(" ", text).strip()
+
+
+def normalize_alias(text: str) -> str:
+    """Exact-lookup form of an entity alias: lower-cased, whitespace-collapsed, diacritics removed."""
+    decomposed = unicodedata.normalize("NFKD", text)
+    stripped = "".join(ch for ch in decomposed if not unicodedata.combining(ch))
+    return normalize_ws(stripped).casefold()
+
+
+def normalize_attribute(hint: str | None) -> str:
+    """Lower-case snake_case attribute slug from a writer's hint.
+
+    Only the part after the last ``/`` counts: an attribute that carries an entity
+    prefix (``aditya/Explanation Style``) must not choose the stored entity (spec §17.2).
+    ``"-"`` (the episodic no-attribute marker) is kept; anything else that reduces to
+    nothing returns ``""`` and the caller reports ``attribute normalizes to nothing``.
+    """
+    if hint is None:
+        return ""
+    tail = hint.rsplit("/", 1)[-1].strip()
+    if tail == "-":
+        return "-"
+    # Split camelCase before lower-casing so answerStyle and answer_style agree.
+    tail = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", "_", tail)
+    return _NON_SLUG.sub("_", normalize_alias(tail)).strip("_")
+
+
+class Timer:
+    """Collects per-stage wall-clock milliseconds: ``with timer("embed"): ...``."""
+
+    def __init__(self) -> None:
+        self.timings_ms: dict[str, float] = {}
+        self._started = time.perf_counter()
+
+    def __call__(self, stage: str) -> _Stage:
+        return _Stage(self, stage)
+
+    def total(self) -> float:
+        return (time.perf_counter() - self._started) * 1000.0
+
+
+class _Stage:
+    def __init__(self, timer: Timer, stage: str) -> None:
+        self._timer = timer
+        self._stage = stage
+        self._t0 = 0.0
+
+    def __enter__(self) -> None:
+        self._t0 = time.perf_counter()
+
+    def __exit__(self, *exc: object) -> None:
+        elapsed = (time.perf_counter() - self._t0) * 1000.0
+        self._timer.timings_ms[self._stage] = self._timer.timings_ms.get(self._stage, 0.0) + elapsed
