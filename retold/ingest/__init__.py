@@ -1,0 +1,1 @@
+"""Ingestion: evidence checks, entity resolution, equivalence judging and the write path."""
