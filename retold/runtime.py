@@ -21,6 +21,9 @@ from typing import Any
 from retold.config import Config, load_config
 from retold.errors import InvalidArgumentError, StoreClosedError
 from retold.host import MemoryHost
+from retold.index.vector import VectorIndex
+from retold.ingest.ingestor import Ingestor
+from retold.ingest.session import SessionHooks
 from retold.operations import Operations
 from retold.store import Store
 from retold.util import Clock, SystemClock
@@ -31,8 +34,9 @@ __all__ = ["Runtime", "open_runtime"]
 class Runtime:
     """Everything one process needs to serve memory for one store file.
 
-    Model arguments left as ``None`` are built from config by the components that
-    need them (the embedder on first use, hosted models only when enabled).
+    Model arguments left as ``None`` are built from config: the embedder is created at
+    once but loads its weights on first use (or :meth:`warm`); the judge comes from
+    ``ingestion.equivalence.model``; hosted models only when a feature enables them.
     """
 
     def __init__(
@@ -51,10 +55,21 @@ class Runtime:
         self.config = config
         self.store = store
         self.clock = clock
-        self.host = MemoryHost(store, clock)
-        self.ops = Operations(store, config, clock)
+        if embedder is None:
+            from retold.index.embedder import build_embedder
+
+            embedder = build_embedder(config.embedding)
+        if judge is None:
+            from retold.ingest.equivalence import build_judge
+
+            judge = build_judge(config, embedder)
         self.embedder = embedder
         self.judge = judge
+        self.index = VectorIndex(embedder.name, embedder.version, embedder.dims)
+        self.ingestor = Ingestor(store, config, clock, embedder=embedder, judge=judge, index=self.index)
+        self.hooks = SessionHooks(store, config, clock)
+        self.host = MemoryHost(store, clock, self.ingestor)
+        self.ops = Operations(store, config, clock)
         self.reranker = reranker
         self.rewriter = rewriter
         self.extractor = extractor
@@ -68,6 +83,14 @@ class Runtime:
     def _check_open(self) -> None:
         if self._closed:
             raise StoreClosedError("this retold runtime has been closed; open a new one with open_runtime()")
+
+    async def warm(self) -> None:
+        """Load the embedder and the vector index now, so the first search pays nothing."""
+        self._check_open()
+        from retold.index.embedder import warm
+
+        await warm(self.embedder)
+        await self.index.refresh(self.store, self.config.embedding.incremental_reload_max)
 
     async def close(self) -> None:
         """Close the store; calling it again does nothing."""
@@ -90,6 +113,7 @@ async def _open(
     config: Config | str | os.PathLike[str] | None,
     clock: Clock | None,
     allow_migration_issues: bool,
+    allow_embedding_mismatch: bool,
     models: dict[str, Any],
 ) -> Runtime:
     if config is None or isinstance(config, str | os.PathLike):
@@ -105,7 +129,16 @@ async def _open(
         allow_migration_issues=allow_migration_issues,
         clock=clock,
     )
-    return Runtime(config=config, store=store, clock=clock, **models)
+    try:
+        runtime = Runtime(config=config, store=store, clock=clock, **models)
+        if not allow_embedding_mismatch:
+            from retold.index.embedder import check_store_compatibility
+
+            await check_store_compatibility(store, runtime.embedder)
+    except BaseException:
+        await store.close()
+        raise
+    return runtime
 
 
 class _RuntimeOpener:
@@ -141,12 +174,17 @@ def open_runtime(
     reviewer: Any = None,
     clock: Clock | None = None,
     allow_migration_issues: bool = False,
+    allow_embedding_mismatch: bool = False,
 ) -> _RuntimeOpener:
     """Open (creating and migrating if needed) a store and wire retold around it.
 
     ``path`` defaults to ``config.store.path``. ``config`` is a :class:`Config`, a YAML
     path, or ``None`` for the defaults. ``None`` for a model means "build it from config";
     pass ``retold.testing.FakeEmbedder()`` and friends to replace one.
+
+    Opening refuses (:class:`~retold.errors.EmbeddingMismatchError`) a store whose
+    vectors came from another embedding model, version or width, unless
+    ``allow_embedding_mismatch`` (what ``retold reembed`` uses).
     """
     models = {
         "embedder": embedder,
@@ -156,4 +194,4 @@ def open_runtime(
         "extractor": extractor,
         "reviewer": reviewer,
     }
-    return _RuntimeOpener(path, config, clock, allow_migration_issues, models)
+    return _RuntimeOpener(path, config, clock, allow_migration_issues, allow_embedding_mismatch, models)

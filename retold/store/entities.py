@@ -9,7 +9,7 @@ from retold.errors import NotFoundError
 from retold.models import Entity, Scope, SessionInfo, Turn
 from retold.store.database import Database
 from retold.store.rows import entity_from_row, session_from_row, turn_from_row
-from retold.util import Clock, format_ts
+from retold.util import Clock, format_ts, parse_ts
 
 __all__ = ["EntitiesMixin", "SessionsMixin"]
 
@@ -117,6 +117,52 @@ class EntitiesMixin:
         rows = await self.db.fetchall(sql + " ORDER BY id", params)
         return [entity_from_row(r, await self._aliases_of(r["id"])) for r in rows]
 
+    async def merge_entity(self, source_id: str, target_id: str) -> list[str]:
+        """Merge ``source`` into ``target``: links, aliases and current-fact subjects move.
+
+        Returns the ids of every record whose FTS row must be rebuilt (those linked to the
+        survivor after the merge). Runs inside the caller's transaction when there is one.
+        """
+        async with self.db.transaction():
+            await self.db.execute(
+                "UPDATE entities SET status = 'merged', merged_into = ? WHERE id = ?", (target_id, source_id)
+            )
+            # Older merges into the source now point at the survivor, so lookups stay one hop.
+            await self.db.execute(
+                "UPDATE entities SET merged_into = ? WHERE merged_into = ?", (target_id, source_id)
+            )
+            await self.db.execute(
+                """INSERT OR IGNORE INTO entity_aliases(entity_id, alias_norm)
+                   SELECT ?, alias_norm FROM entity_aliases WHERE entity_id = ?""",
+                (target_id, source_id),
+            )
+            # A record linked to both keeps one link; 'about' wins over 'mentions'.
+            await self.db.execute(
+                """UPDATE record_entities SET role = 'about'
+                    WHERE entity_id = ? AND role = 'mentions' AND record_id IN
+                          (SELECT record_id FROM record_entities WHERE entity_id = ? AND role = 'about')""",
+                (target_id, source_id),
+            )
+            await self.db.execute(
+                """DELETE FROM record_entities WHERE entity_id = ? AND record_id IN
+                          (SELECT record_id FROM record_entities WHERE entity_id = ?)""",
+                (source_id, target_id),
+            )
+            await self.db.execute(
+                "UPDATE record_entities SET entity_id = ? WHERE entity_id = ?", (target_id, source_id)
+            )
+            rows = await self.db.fetchall(
+                "SELECT record_id FROM record_entities WHERE entity_id = ? ORDER BY record_id", (target_id,)
+            )
+        return [r[0] for r in rows]
+
+    async def records_with_subject_entity(self, entity_id: str) -> list[tuple[str, str | None]]:
+        """(record_id, attribute) of every record whose current-fact key names the entity."""
+        rows = await self.db.fetchall(
+            "SELECT id, attribute FROM records WHERE subject_entity_id = ? ORDER BY id", (entity_id,)
+        )
+        return [(r[0], r[1]) for r in rows]
+
 
 class SessionsMixin:
     db: Database
@@ -168,6 +214,32 @@ class SessionsMixin:
         )
         return [turn_from_row(r) for r in rows]
 
+    async def session_chain(self, base_id: str) -> list[SessionInfo]:
+        """The session and every idle-split continuation of it (``<base>~2``, ``~3``, ...), in order."""
+        rows = await self.db.fetchall(
+            "SELECT * FROM sessions WHERE id = ? OR (id > ? AND id < ?)",
+            (base_id, base_id + "~", base_id + "~\uffff"),
+        )
+        sessions = [session_from_row(r) for r in rows]
+        return sorted(sessions, key=lambda s: _split_number(s.id, base_id))
+
+    async def last_activity(self, session_id: str) -> datetime | None:
+        """When the session last saw a turn (its start when it has none)."""
+        value = await self.db.fetchval(
+            """SELECT coalesce((SELECT max(at) FROM session_turns WHERE session_id = ?), started_at)
+                 FROM sessions WHERE id = ?""",
+            (session_id, session_id),
+        )
+        return None if value is None else parse_ts(value)
+
     async def sessions_for_user(self, user_id: str) -> list[SessionInfo]:
         rows = await self.db.fetchall("SELECT * FROM sessions WHERE user_id = ? ORDER BY id", (user_id,))
         return [session_from_row(r) for r in rows]
+
+
+def _split_number(session_id: str, base_id: str) -> int:
+    """1 for the base session, n for ``<base>~n``; anything else sorts last."""
+    if session_id == base_id:
+        return 1
+    suffix = session_id[len(base_id) + 1 :]
+    return int(suffix) if suffix.isdigit() else 1 << 30

@@ -225,6 +225,42 @@ class Store(AuditMixin, EntitiesMixin, SessionsMixin, VectorsMixin):
         )
         return [r[0] for r in rows]
 
+    async def active_subject_records(self, scope: Scope, record_type: str, entity_id: str) -> list[Record]:
+        """Active records with this scope, type and primary entity, most recently reinforced first.
+
+        This is the attribute scan of spec §6.3 (index ``records_subject``); the caller caps it.
+        """
+        rows = await self.db.fetchall(
+            """SELECT id FROM records
+                WHERE scope_kind = ? AND scope_id = ? AND subject_entity_id = ? AND type = ?
+                  AND status IN ('provisional', 'confirmed')
+                ORDER BY coalesce(last_reinforced_at, created_at) DESC, id DESC""",
+            (scope.kind, scope.id, entity_id, record_type),
+        )
+        return await self.get_records(r[0] for r in rows)
+
+    async def counted_refs(self, record_id: str) -> set[str]:
+        """Source references already counted for a record: its own and every counted reinforcement."""
+        rows = await self.db.fetchall(
+            """SELECT source_ref FROM records WHERE id = ? AND source_ref IS NOT NULL
+               UNION
+               SELECT json_extract(payload, '$.source_ref') FROM events
+                WHERE record_id = ? AND kind = 'record.reinforced'
+                  AND json_extract(payload, '$.counted') = 1
+                  AND json_extract(payload, '$.source_ref') IS NOT NULL""",
+            (record_id, record_id),
+        )
+        return {r[0] for r in rows}
+
+    async def live_records_with_ref(self, scope: Scope, source_ref: str) -> list[Record]:
+        """Active records in the scope that cite this exact source reference."""
+        rows = await self.db.fetchall(
+            """SELECT id FROM records WHERE source_ref = ? AND scope_kind = ? AND scope_id = ?
+                 AND status IN ('provisional', 'confirmed') ORDER BY id""",
+            (source_ref, scope.kind, scope.id),
+        )
+        return await self.get_records(r[0] for r in rows)
+
     async def record_links(self, record_id: str) -> list[tuple[str, str]]:
         rows = await self.db.fetchall(
             "SELECT entity_id, role FROM record_entities WHERE record_id = ? ORDER BY role, rowid",
@@ -241,9 +277,15 @@ class Store(AuditMixin, EntitiesMixin, SessionsMixin, VectorsMixin):
                       coalesce((SELECT group_concat(a.alias_norm, ' ')
                                   FROM record_entities l JOIN entity_aliases a ON a.entity_id = l.entity_id
                                  WHERE l.record_id = r.id), '')
-                 FROM records r WHERE r.id = ?""",
+                 FROM records r WHERE r.id = ? AND r.status != 'deleted'""",
             (record_id,),
         )
+
+    async def rewrite_fts(self, record_ids: Iterable[str]) -> None:
+        """Rebuild FTS rows after their entities' aliases changed (alias added, entities merged)."""
+        async with self.db.transaction():
+            for record_id in record_ids:
+                await self._write_fts(record_id)
 
     async def fts_row(self, record_id: str) -> dict[str, Any] | None:
         row = await self.db.fetchone("SELECT * FROM records_fts WHERE record_id = ?", (record_id,))

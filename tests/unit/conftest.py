@@ -59,3 +59,15 @@ def make_entity(clock: FakeClock) -> MakeEntity:
         return build_entity(clock.now(), canonical, **overrides)
 
     return make
+
+
+@pytest.fixture
+async def world(tmp_path: Path) -> AsyncIterator[Any]:
+    """A runtime on fakes with user u1 provisioned ("Aditya"), planner granted, session s1 open."""
+    from .writepath import make_world
+
+    w = await make_world(tmp_path / "memory.sqlite")
+    try:
+        yield w
+    finally:
+        await w.rt.close()

@@ -25,7 +25,9 @@ async def test_awaited_runtime_has_a_host_and_a_store(tmp_path: Path) -> None:
         assert isinstance(rt.config, Config)
         assert rt.store.path == str(path)
         assert await rt.store.schema_version() == Store.latest_schema_version()
-        assert rt.embedder is None and rt.judge is None
+        # Models default to config: the packaged embedder (not loaded until used) and its judge.
+        assert rt.embedder.name == "sentence-transformers/all-MiniLM-L6-v2" and not rt.embedder.is_loaded
+        assert rt.judge.name == "conservative"
     finally:
         await rt.close()
     assert path.exists()

@@ -1,0 +1,260 @@
+"""Write latency on a pre-filled store with the real embedder (spec §8.1 timing contract).
+
+Fills a store with N records (default 1,000; batched embedding, written through the
+store in one transaction), then times M writes through the real write path and prints
+p50/p95 per stage, split by whether the equivalence judge ran, plus the share of the
+total that is embedding. Numbers come from one run on this machine; compare ratios.
+
+    python benchmarks/write_latency.py            # 1,000-record store, 200 writes
+    python benchmarks/write_latency.py --quick    # 100-record store, 30 writes
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import retold
+from retold.ingest.ingestor import WriteRequest
+from retold.models import EntityMention, Principal, Record, Scope
+from retold.util import new_id
+
+USER = Scope("user", "bench")
+TOPICS = [
+    "editor",
+    "language",
+    "timezone",
+    "database",
+    "framework",
+    "shell",
+    "os",
+    "drink",
+    "team",
+    "city",
+    "deploy_target",
+    "test_runner",
+    "ci",
+    "cloud",
+    "font",
+    "theme",
+    "keyboard",
+    "music",
+    "sport",
+    "food",
+]
+VALUES = [
+    "vim",
+    "emacs",
+    "python",
+    "rust",
+    "UTC",
+    "CET",
+    "postgres",
+    "sqlite",
+    "django",
+    "fastapi",
+    "zsh",
+    "fish",
+    "linux",
+    "macos",
+    "tea",
+    "coffee",
+    "billing",
+    "search",
+    "Berlin",
+    "Lisbon",
+]
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+async def prefill(rt: retold.Runtime, n: int, person_id: str) -> None:
+    rng = random.Random(7)
+    texts = [
+        f"Record {i}: the user's {rng.choice(TOPICS)} choice was {rng.choice(VALUES)} in project {i % 37}."
+        for i in range(n)
+    ]
+    vectors = await asyncio.to_thread(rt.embedder.embed_documents, texts)
+    now = rt.clock.now()
+    async with rt.store.transaction():
+        for i, (text, vec) in enumerate(zip(texts, vectors, strict=True)):
+            attribute = f"fact_{i}"
+            record = Record(
+                id=new_id(),
+                type="semantic",
+                version=1,
+                content=text,
+                subject=f"{person_id}/{attribute}",
+                subject_entity_id=person_id,
+                attribute=attribute,
+                scope=USER,
+                source_kind="system",
+                source_ref=None,
+                creator_agent_id="bench",
+                evidence=None,
+                created_at=now,
+                event_at=now,
+                expires_at=None,
+                valid_from=None,
+                valid_until=None,
+                review_at=None,
+                review_flagged_at=None,
+                confidence=0.9,
+                status="confirmed",
+                supersedes_id=None,
+                reinforcements=0,
+                last_reinforced_at=None,
+                tags=[],
+                entity_ids=[],
+            )
+            await rt.store.insert_record(record, links=[(person_id, "about")])
+            await rt.store.put_embedding(record.id, rt.embedder.name, rt.embedder.version, vec)
+
+
+async def run(records: int, writes: int) -> dict[str, Any]:
+    path = Path(tempfile.mkdtemp(prefix="retold-bench-")) / "bench.sqlite"
+    async with retold.open_runtime(path) as rt:
+        person = await rt.host.provision_user("bench", aliases=["Robin"])
+        await rt.host.grant("bench-agent", USER, read=True, write=True)
+        t0 = time.perf_counter()
+        await prefill(rt, records, person.id)
+        prefill_s = time.perf_counter() - t0
+        await rt.warm()
+        principal = await rt.hooks.on_session_start(Principal("bench-agent", "bench", "bench-session"))
+        rng = random.Random(11)
+        samples: list[dict[str, Any]] = []
+        for i in range(writes):
+            topic, value = rng.choice(TOPICS), rng.choice(VALUES)
+            if i % 2:  # an episode: nothing about the same subject to judge unless one is nearby
+                said = f"Today we moved the {topic} service to {value} after incident {i}, it went fine"
+                request = WriteRequest(
+                    type="episodic",
+                    content=f"Robin's team moved the {topic} service to {value} after incident {i}.",
+                    scope=USER,
+                    source_kind="user_statement",
+                    evidence=said,
+                )
+            else:  # a current fact about Robin: the attribute scan judges earlier facts
+                said = f"By the way, for {topic} I now use {value} every day (note {i})"
+                request = WriteRequest(
+                    type="semantic",
+                    content=f"Robin uses {value} for {topic}.",
+                    scope=USER,
+                    source_kind="user_statement",
+                    attribute=topic,
+                    evidence=said,
+                    entities=[EntityMention("person", "Robin", "about")],
+                )
+            principal = await rt.hooks.on_turn(principal, "user", said)
+            result = await rt.ingestor.write(principal, request)
+            assert result.ok, result
+            samples.append({"outcome": result.outcome, "timings": result.timings_ms})
+    return {"records": records, "writes": writes, "prefill_s": prefill_s, "samples": samples}
+
+
+def report(data: dict[str, Any]) -> dict[str, Any]:
+    samples = data["samples"]
+    groups = {
+        "all": samples,
+        "judge ran": [s for s in samples if s["timings"].get("judge", 0) > 0],
+        "no judge": [s for s in samples if s["timings"].get("judge", 0) == 0],
+    }
+    stages = [
+        "permission",
+        "evidence",
+        "entities",
+        "embed",
+        "dedup_search",
+        "judge",
+        "supersession",
+        "persistence",
+        "event_log",
+        "transaction",
+        "index_update",
+        "total",
+    ]
+    summary: dict[str, Any] = {}
+    print(f"store: {data['records']} records (prefill {data['prefill_s']:.1f} s); {data['writes']} writes")
+    header = f"{'stage':<14}" + "".join(f"{name + ' p50':>16}{'p95':>8}" for name in groups)
+    print(header)
+    for stage in stages:
+        row = f"{stage:<14}"
+        for name, group in groups.items():
+            values = [s["timings"].get(stage, 0.0) for s in group]
+            p50, p95 = percentile(values, 50), percentile(values, 95)
+            summary.setdefault(name, {})[stage] = {"p50": p50, "p95": p95, "n": len(values)}
+            row += f"{p50:>16.2f}{p95:>8.2f}"
+        print(row)
+    totals = [s["timings"]["total"] for s in samples]
+    embeds = [s["timings"].get("embed", 0.0) for s in samples]
+    share = sum(embeds) / sum(totals) if totals else 0.0
+    outcomes: dict[str, int] = {}
+    for s in samples:
+        key = s["outcome"].split(":")[0]
+        outcomes[key] = outcomes.get(key, 0) + 1
+    print(f"embedding share of total write time: {share:.0%}; outcomes: {outcomes}")
+    summary["embedding_share"] = share
+    summary["outcomes"] = outcomes
+    summary["mean_total_ms"] = statistics.fmean(totals) if totals else None
+    return summary
+
+
+def commit() -> str:
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=1000)
+    parser.add_argument("--writes", type=int, default=200)
+    parser.add_argument("--quick", action="store_true", help="100 records, 30 writes")
+    parser.add_argument("--json", type=Path, default=None, help="write the figures here")
+    args = parser.parse_args()
+    if args.quick:
+        args.records, args.writes = 100, 30
+    data = asyncio.run(run(args.records, args.writes))
+    summary = report(data)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        meta = {
+            "machine": platform.platform(),
+            "python": sys.version.split()[0],
+            "cpus": os.cpu_count(),
+            "commit": commit(),
+            "embedder": "sentence-transformers/all-MiniLM-L6-v2",
+        }
+        args.json.write_text(
+            json.dumps(
+                {"meta": meta, "records": data["records"], "writes": data["writes"], "summary": summary},
+                indent=2,
+            )
+        )
+
+
+if __name__ == "__main__":
+    main()

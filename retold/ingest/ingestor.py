@@ -1,0 +1,343 @@
+"""The write path (spec §8.1 steps 3–9, §6.3, §6.4): one candidate in, one audited outcome out.
+
+Every writer — the memory_write tool, session extraction, the host's trusted APIs
+and bulk import — goes through :meth:`Ingestor.write`, so evidence, entities,
+duplicates, contradictions and lifecycle follow one set of rules. Model calls
+(embedding, judge) run in worker threads before the write transaction opens; the
+transaction then writes the record, its embedding, FTS row, entity links, conflicts
+and events as one unit, and the in-memory vector index is updated after it commits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import anyio
+import numpy as np
+
+from retold.config import Config
+from retold.errors import InvalidArgumentError, NotFoundError
+from retold.ingest.entities import principal_entity, resolve_entities
+from retold.ingest.equivalence import decide
+from retold.ingest.evidence import EvidenceOutcome, assess_evidence
+from retold.ingest.persist import Persister
+from retold.ingest.request import RETRY, Plan, Refused, WriteRequest, WriteResult, fail
+from retold.ingest.supersession import Decision, Judged, decide_current_fact, scan_window
+from retold.models import (
+    RECORD_TYPES,
+    Entity,
+    EquivalenceJudge,
+    Principal,
+    Record,
+    Resolution,
+    Scope,
+)
+from retold.policy import lifecycle
+from retold.policy.grants import readable_scopes, writable_scopes
+from retold.store import Store
+from retold.util import Clock, Timer, new_id, normalize_attribute, normalize_ws
+
+__all__ = ["Ingestor", "WriteRequest", "WriteResult"]
+
+STAGES = (
+    "permission", "evidence", "entities", "embed", "dedup_search", "judge", "supersession",
+    "persistence", "event_log", "transaction", "index_update",
+)  # fmt: skip
+
+
+class Ingestor:
+    """Runs the write path for one store; shared by every writer in the process."""
+
+    def __init__(
+        self,
+        store: Store,
+        config: Config,
+        clock: Clock,
+        *,
+        embedder: Any,
+        judge: EquivalenceJudge,
+        index: Any,
+    ) -> None:
+        self._store = store
+        self._config = config
+        self._clock = clock
+        self._embedder = embedder
+        self._judge = judge
+        self._index = index
+        self._persist = Persister(store, config, embedder=embedder, judge=judge, index=index)
+        # Decide-then-write must not interleave for one scope, or two copies of one fact
+        # could both decide "create". Other scopes proceed in parallel.
+        self._locks: dict[Scope, asyncio.Lock] = {}
+
+    async def write(
+        self, principal: Principal, request: WriteRequest, *, actor: str | None = None
+    ) -> WriteResult:
+        """Validate, decide and persist one candidate; never raises on bad input."""
+        timer = Timer()
+        actor = actor or principal.agent_id
+        ambiguous: list[Resolution] = []
+        lock = self._locks.setdefault(request.scope, asyncio.Lock())
+        for attempt in (1, 2):
+            try:
+                async with lock:
+                    plan = await self._plan(principal, request, timer)
+                    ambiguous = plan.ambiguous
+                    result = await self._persist.commit(plan, actor, timer)
+                break
+            except Refused as refused:
+                result = refused.result
+                ambiguous = refused.ambiguous or ambiguous
+                # Another process changed the record we decided against: decide once more.
+                if result.error != RETRY or attempt == 2:
+                    break
+        await self._persist.log_ambiguity(ambiguous, actor, request)
+        result.timings_ms = {**{s: round(v, 3) for s, v in timer.timings_ms.items()}}
+        result.timings_ms["total"] = round(timer.total(), 3)
+        return result
+
+    # --- before the transaction ---------------------------------------------------------------
+
+    async def _plan(self, principal: Principal, request: WriteRequest, timer: Timer) -> Plan:
+        content = request.content.strip() if isinstance(request.content, str) else ""
+        if not content:
+            raise fail("invalid_input", "content must be non-blank text")
+        if request.type not in RECORD_TYPES:
+            raise fail("invalid_input", f"type must be one of {', '.join(RECORD_TYPES)}")
+        now = self._clock.now()
+        notes: list[str] = []
+
+        with timer("permission"):
+            if request.trusted:  # the host writes into the scope it names and resolves names there
+                readable = list(dict.fromkeys([request.scope, principal.user_scope]))
+            else:
+                readable = await readable_scopes(self._store, principal)
+            if not request.trusted and request.scope not in await writable_scopes(self._store, principal):
+                raise fail("scope_not_writable", f"this session cannot write to {request.scope}")
+
+        with timer("evidence"):
+            evidence = await self._evidence(principal, request, content)
+            if evidence.note:
+                notes.append(evidence.note)
+
+        with timer("entities"):
+            links, primary, ambiguous = await self._entities(principal, request, readable, notes)
+
+        attribute = self._attribute(request, primary)
+        kind = evidence.source_kind
+        record = Record(
+            id=new_id(),
+            type=request.type,
+            version=1,
+            content=content,
+            subject=f"{primary.id if primary else '-'}/{attribute}",
+            subject_entity_id=primary.id if primary else None,
+            attribute=attribute,
+            scope=request.scope,
+            source_kind=kind,  # type: ignore[arg-type]
+            source_ref=evidence.source_ref,
+            creator_agent_id=principal.agent_id,
+            evidence=evidence.evidence,
+            created_at=now,
+            event_at=request.event_at or now,
+            expires_at=lifecycle.initial_expiry(kind, now, self._config),
+            valid_from=request.valid_from,
+            valid_until=request.valid_until,
+            review_at=request.review_at,
+            review_flagged_at=None,
+            confidence=lifecycle.initial_confidence(kind),
+            status=lifecycle.initial_status(kind),  # type: ignore[arg-type]
+            supersedes_id=None,
+            reinforcements=0,
+            last_reinforced_at=None,
+            tags=[t for t in dict.fromkeys(request.tags) if isinstance(t, str) and t.strip()],
+            entity_ids=[e.id for e, _ in links],
+        )
+
+        with timer("embed"):
+            vectors = await anyio.to_thread.run_sync(self._embedder.embed_documents, [content])
+            vector = np.asarray(vectors[0], dtype=np.float32)
+
+        decision, judged, truncated = await self._decide(record, vector, timer)
+        return Plan(record, vector, evidence, request.source_kind, links, decision, judged, truncated,
+                     notes, ambiguous)  # fmt: skip
+
+    async def _evidence(self, principal: Principal, request: WriteRequest, content: str) -> EvidenceOutcome:
+        if request.trusted:
+            quote = normalize_ws(request.evidence) if request.evidence else None
+            return EvidenceOutcome(request.source_kind, request.source_ref, quote, None, None, None)
+        if request.source_kind not in ("user_statement", "tool_result", "agent_inference"):
+            raise fail(
+                "invalid_source_kind",
+                f"source_kind {request.source_kind!r} is reserved for the host and the extractor",
+            )
+        turns = await self._store.turns(principal.session_id) if principal.session_id else []
+        person, _ = await principal_entity(self._store, principal, clock=self._clock)
+        names = [principal.user_id, *(person.aliases if person is not None else [])]
+        return await assess_evidence(
+            turns=turns,
+            session_id=principal.session_id,
+            content=content,
+            quote=request.evidence,
+            claimed=request.source_kind,
+            turn_hint=request.evidence_turn,
+            judge=self._judge,
+            config=self._config,
+            speaker_names=names,
+        )
+
+    async def _entities(
+        self, principal: Principal, request: WriteRequest, readable: list[Scope], notes: list[str]
+    ) -> tuple[list[tuple[Entity, str]], Entity | None, list[Resolution]]:
+        try:
+            resolutions = await resolve_entities(
+                self._store, request.entities, scope=request.scope, readable=readable, clock=self._clock
+            )
+        except NotFoundError as exc:
+            raise fail("not_found", str(exc)) from exc
+        except InvalidArgumentError as exc:
+            raise fail("invalid_input", str(exc)) from exc
+        ambiguous = [r for r in resolutions if r.outcome == "ambiguous"]
+        about_ambiguous = [r for r in ambiguous if r.mention.role == "about"]
+        if about_ambiguous:
+            result = WriteResult(
+                ok=False,
+                error="entity_ambiguous",
+                message=f"{about_ambiguous[0].mention.text!r} names more than one entity; retry with one "
+                "entity_id from candidates or ask the user which one is meant",
+                candidates=await self._candidates(about_ambiguous[0].candidates),
+            )
+            raise Refused(result, ambiguous)
+        for res in ambiguous:
+            notes.append(f"ambiguous_mention: {res.mention.text!r} was not linked")
+        links: list[tuple[Entity, str]] = []
+        for res in resolutions:
+            if res.entity is not None and res.entity.id not in {e.id for e, _ in links}:
+                links.append((res.entity, res.mention.role))
+        abouts = [e for e, role in links if role == "about"]
+        primary = abouts[0] if abouts else None
+        if primary is None:
+            primary = await self._principal_primary(principal, request)
+            if primary is not None and primary.id not in {e.id for e, _ in links}:
+                links.insert(0, (primary, "about"))
+        # The primary entity's link comes first: the first about link is the primary (§9).
+        links.sort(key=lambda pair: (pair[1] != "about", pair[0].id != (primary.id if primary else None)))
+        return links, primary, ambiguous
+
+    async def _principal_primary(self, principal: Principal, request: WriteRequest) -> Entity | None:
+        """A subject-less write resolves to the principal's person entity (spec §8.1 step 5, §9.1)."""
+        in_user_scope = request.scope == principal.user_scope
+        if request.type in ("semantic", "procedural") and not in_user_scope:
+            raise fail("invalid_subject", "about entity required")
+        entity, candidates = await principal_entity(self._store, principal, clock=self._clock)
+        if candidates:
+            raise fail(
+                "entity_ambiguous",
+                f"more than one person entity carries user {principal.user_id!r}; merge them first",
+                candidates=await self._candidates(candidates),
+            )
+        assert entity is not None
+        exists = await self._store.get_entity(entity.id) is not None
+        if not exists and not in_user_scope:
+            # An episodic record outside the user scope may not create the person entity there.
+            return None
+        return entity
+
+    def _attribute(self, request: WriteRequest, primary: Entity | None) -> str:
+        if request.type == "episodic":
+            slug = normalize_attribute(request.attribute) if request.attribute else "-"
+            return slug or "-"
+        if request.attribute is None or not request.attribute.strip():
+            raise fail("invalid_subject", "attribute required for semantic and procedural memories")
+        slug = normalize_attribute(request.attribute)
+        if not slug or slug == "-":
+            raise fail("invalid_subject", "attribute normalizes to nothing")
+        return slug
+
+    async def _candidates(self, entity_ids: list[str]) -> list[dict[str, Any]]:
+        out = []
+        for entity_id in entity_ids:
+            entity = await self._store.get_entity(entity_id)
+            if entity is not None:
+                out.append(
+                    {"entity_id": entity.id, "kind": entity.kind, "canonical": entity.canonical,
+                     "scope": str(entity.scope)}
+                )  # fmt: skip
+        return out
+
+    async def _decide(
+        self, record: Record, vector: np.ndarray, timer: Timer
+    ) -> tuple[Decision, list[Judged], bool]:
+        cfg = self._config.ingestion
+        judged: list[Judged] = []
+        truncated = False
+
+        # Identical content from the same evidence is the same claim, judge or no judge.
+        if record.source_ref is not None:
+            for existing in await self._store.live_records_with_ref(record.scope, record.source_ref):
+                if existing.type == record.type and normalize_ws(existing.content) == record.content:
+                    return Decision("reinforce", existing, "identical", verdict="same"), judged, truncated
+
+        scanned: list[Record] = []
+        if record.type in ("semantic", "procedural") and record.subject_entity_id is not None:
+            with timer("dedup_search"):
+                active = await self._store.active_subject_records(
+                    record.scope, record.type, record.subject_entity_id
+                )
+                scanned, truncated = scan_window(active, record.attribute or "", cfg.max_entity_attributes,
+                                                 self._config)  # fmt: skip
+            judged = await self._judge_all(record, vector, scanned, timer)
+            with timer("supersession"):
+                decision = decide_current_fact(record, judged, self._config)
+            if decision is not None:
+                return decision, judged, truncated
+
+        with timer("dedup_search"):
+            await self._index.refresh(self._store, self._config.embedding.incremental_reload_max)
+            eligible = await self._store.eligible_ids(
+                [record.scope], now=self._clock.now(), types=[record.type]
+            )
+            seen = {r.id for r in scanned}
+            if record.type != "episodic" and record.subject_entity_id is not None:
+                # Records about the same entity were judged in the attribute scan above.
+                same_entity = {r.id for r in await self._store.active_subject_records(
+                    record.scope, record.type, record.subject_entity_id)}  # fmt: skip
+                seen |= same_entity
+            nearby_ids = [
+                rid for rid, cos in self._index.search(vector, eligible - seen, 10)
+                if cos >= cfg.dedup_candidate_cosine
+            ]  # fmt: skip
+            nearby = await self._store.get_records(nearby_ids)
+        near_judged = await self._judge_all(record, vector, nearby, timer)
+        judged += near_judged
+        for item in sorted(near_judged, key=lambda j: -j.cosine):
+            if item.verdict == "same":
+                return (
+                    Decision("reinforce", item.record, "nearby", verdict="same", reason=item.reason),
+                    judged,
+                    truncated,
+                )
+        return Decision("create"), judged, truncated
+
+    async def _judge_all(
+        self, record: Record, vector: np.ndarray, others: list[Record], timer: Timer
+    ) -> list[Judged]:
+        if not others:
+            return []
+        cosines = []
+        for other in others:
+            other_vec = self._index.vector_for(other.id)
+            cosines.append(float(np.dot(vector, other_vec)) if other_vec is not None else 0.0)
+
+        def run() -> list[tuple[str, str | None]]:
+            out = []
+            for other in others:
+                verdict = decide(self._judge, other.content, record.content)
+                out.append((verdict.verdict, verdict.reason))
+            return out
+
+        with timer("judge"):
+            verdicts = await anyio.to_thread.run_sync(run)
+        return [Judged(o, v, r, c) for o, (v, r), c in zip(others, verdicts, cosines, strict=True)]
+
+    # --- the transaction -----------------------------------------------------------------------

@@ -1,0 +1,103 @@
+"""What goes into the write path and what comes out (spec §8.1): requests, results, plans."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+import numpy as np
+
+from retold.ingest.evidence import EvidenceOutcome
+from retold.ingest.supersession import Decision, Judged
+from retold.models import Entity, EntityMention, Record, Resolution, Scope
+
+__all__ = ["RETRY", "Plan", "Refused", "WriteRequest", "WriteResult", "fail"]
+
+RETRY = "concurrent_change"
+"""Internal error code: a record the decision depended on changed before the commit."""
+
+
+@dataclass
+class WriteRequest:
+    """One candidate memory. Tool handlers build it from validated tool input.
+
+    ``trusted`` marks the host's own writes (``system`` facts, bulk import): they skip
+    the evidence check and carry their own ``source_ref``. Everything else is verified.
+    """
+
+    type: Literal["semantic", "episodic", "procedural"]
+    content: str
+    scope: Scope
+    source_kind: str = "agent_inference"
+    attribute: str | None = None
+    evidence: str | None = None
+    evidence_turn: int | None = None
+    entities: list[EntityMention] = field(default_factory=list)
+    event_at: datetime | None = None
+    valid_from: datetime | None = None
+    valid_until: datetime | None = None
+    review_at: datetime | None = None
+    tags: list[str] = field(default_factory=list)
+    source_ref: str | None = None  # trusted writes only
+    trusted: bool = False
+
+
+@dataclass
+class WriteResult:
+    """The answer to a write: ARCHITECTURE §5's tool result, before rendering to a dict."""
+
+    ok: bool
+    outcome: str | None = None
+    record_id: str | None = None
+    status: str | None = None
+    note: str | None = None
+    timings_ms: dict[str, float] = field(default_factory=dict)
+    error: str | None = None
+    message: str | None = None
+    candidates: list[dict[str, Any]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        if not self.ok:
+            out: dict[str, Any] = {"ok": False, "error": self.error, "message": self.message}
+            if self.candidates:
+                out["candidates"] = self.candidates
+            return out
+        return {
+            "ok": True,
+            "record_id": self.record_id,
+            "status": self.status,
+            "outcome": self.outcome,
+            "note": self.note,
+            "timings_ms": self.timings_ms,
+        }
+
+
+class Refused(Exception):
+    """A write that must change nothing; carries its structured result."""
+
+    def __init__(self, result: WriteResult, ambiguous: list[Resolution] | None = None) -> None:
+        super().__init__(result.message)
+        self.result = result
+        self.ambiguous = ambiguous or []
+
+
+def fail(error: str, message: str, **extra: Any) -> Refused:
+    return Refused(WriteResult(ok=False, error=error, message=message, **extra))
+
+
+@dataclass
+class Plan:
+    """Everything decided before the write transaction opens."""
+
+    record: Record
+    vector: np.ndarray
+    evidence: EvidenceOutcome
+    claimed: str
+    links: list[tuple[Entity, str]]
+    decision: Decision
+    judged: list[Judged]
+    truncated: bool
+    notes: list[str]
+    ambiguous: list[Resolution]

@@ -1,0 +1,27 @@
+"""Each benchmark's quick path runs on a tiny input, so none of them can rot unnoticed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).parents[2]
+
+
+def test_write_latency_benchmark_runs(tmp_path: Path) -> None:
+    out = tmp_path / "write.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "write_latency.py"), "--records", "20", "--writes", "6",
+         "--json", str(out)],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "embedding share of total write time" in proc.stdout
+    data = json.loads(out.read_text())
+    assert data["writes"] == 6 and data["summary"]["all"]["total"]["n"] == 6
