@@ -212,7 +212,12 @@ def report(data: dict[str, Any]) -> dict[str, Any]:
     for s in samples:
         key = s["outcome"].split(":")[0]
         outcomes[key] = outcomes.get(key, 0) + 1
-    print(f"embedding share of total write time: {share:.0%}; outcomes: {outcomes}")
+    model_stages = ("embed", "evidence", "judge")
+    model = [sum(s["timings"].get(stage, 0.0) for stage in model_stages) for s in samples]
+    model_share = sum(model) / sum(totals) if totals else 0.0
+    print(f"embedding share of total write time: {share:.0%} (embed stage); model share {model_share:.0%} "
+          f"(embed + evidence entailment + judge); outcomes: {outcomes}")  # fmt: skip
+    summary["model_share"] = model_share
     summary["embedding_share"] = share
     summary["outcomes"] = outcomes
     summary["mean_total_ms"] = statistics.fmean(totals) if totals else None

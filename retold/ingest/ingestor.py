@@ -281,11 +281,11 @@ class Ingestor:
         scanned: list[Record] = []
         if record.type in ("semantic", "procedural") and record.subject_entity_id is not None:
             with timer("dedup_search"):
-                active = await self._store.active_subject_records(
-                    record.scope, record.type, record.subject_entity_id
-                )
-                scanned, truncated = scan_window(active, record.attribute or "", cfg.max_entity_attributes,
-                                                 self._config)  # fmt: skip
+                window, same_attribute, truncated = await self._store.subject_scan(
+                    record.scope, record.type, record.subject_entity_id, record.attribute or "",
+                    cfg.max_entity_attributes,
+                )  # fmt: skip
+                scanned = scan_window(window, same_attribute, self._config)
             judged = await self._judge_all(record, vector, scanned, timer)
             with timer("supersession"):
                 decision = decide_current_fact(record, judged, self._config)
@@ -300,9 +300,9 @@ class Ingestor:
             seen = {r.id for r in scanned}
             if record.type != "episodic" and record.subject_entity_id is not None:
                 # Records about the same entity were judged in the attribute scan above.
-                same_entity = {r.id for r in await self._store.active_subject_records(
-                    record.scope, record.type, record.subject_entity_id)}  # fmt: skip
-                seen |= same_entity
+                seen |= await self._store.subject_record_ids(
+                    record.scope, record.type, record.subject_entity_id
+                )
             nearby_ids = [
                 rid for rid, cos in self._index.search(vector, eligible - seen, 10)
                 if cos >= cfg.dedup_candidate_cosine

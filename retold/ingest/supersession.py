@@ -60,22 +60,18 @@ def authority_incumbent(records: Sequence[Record], config: Config) -> Record:
     return max(records, key=lambda r: _authority_key(r, config))
 
 
-def scan_window(
-    records: Sequence[Record], attribute: str, cap: int, config: Config
-) -> tuple[list[Record], bool]:
-    """Cap the attribute scan in the store's order (most recently reinforced first).
+def scan_window(window: Sequence[Record], same_attribute: Sequence[Record], config: Config) -> list[Record]:
+    """The records to judge: the capped window plus the same-attribute authority incumbent.
 
-    The same-attribute authority incumbent is always kept, even past the cap, because
-    rule 1 owes it the decision. Returns the window and whether the cap truncated it.
+    The cap follows the store's order (most recently reinforced first); the incumbent is
+    always kept, even past the cap, because rule 1 owes it the decision.
     """
-    window = list(records[:cap])
-    truncated = len(records) > cap
-    same = [r for r in records if r.attribute == attribute]
-    if same:
-        incumbent = authority_incumbent(same, config)
-        if incumbent not in window:
-            window.append(incumbent)
-    return window, truncated
+    scanned = list(window)
+    if same_attribute:
+        incumbent = authority_incumbent(same_attribute, config)
+        if incumbent.id not in {r.id for r in scanned}:
+            scanned.append(incumbent)
+    return scanned
 
 
 def supersession_action(candidate: Record, old: Record, config: Config) -> Action:

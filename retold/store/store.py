@@ -225,19 +225,37 @@ class Store(AuditMixin, EntitiesMixin, SessionsMixin, VectorsMixin):
         )
         return [r[0] for r in rows]
 
-    async def active_subject_records(self, scope: Scope, record_type: str, entity_id: str) -> list[Record]:
-        """Active records with this scope, type and primary entity, most recently reinforced first.
+    async def subject_scan(
+        self, scope: Scope, record_type: str, entity_id: str, attribute: str, cap: int
+    ) -> tuple[list[Record], list[Record], bool]:
+        """The attribute scan of spec §6.3 (index ``records_subject``), capped in SQL.
 
-        This is the attribute scan of spec §6.3 (index ``records_subject``); the caller caps it.
+        Returns the ``cap`` most recently reinforced active records about the entity (the
+        store's order), every active record under ``attribute`` (rule 1 owes its authority
+        incumbent a decision even past the cap), and whether the cap truncated the scan.
         """
+        where = """scope_kind = ? AND scope_id = ? AND subject_entity_id = ? AND type = ?
+                   AND status IN ('provisional', 'confirmed')"""
+        params = (scope.kind, scope.id, entity_id, record_type)
         rows = await self.db.fetchall(
-            """SELECT id FROM records
-                WHERE scope_kind = ? AND scope_id = ? AND subject_entity_id = ? AND type = ?
-                  AND status IN ('provisional', 'confirmed')
-                ORDER BY coalesce(last_reinforced_at, created_at) DESC, id DESC""",
+            f"""SELECT id FROM records WHERE {where}
+                 ORDER BY coalesce(last_reinforced_at, created_at) DESC, id DESC LIMIT ?""",
+            (*params, cap + 1),
+        )
+        same = await self.db.fetchall(
+            f"SELECT id FROM records WHERE {where} AND attribute = ?", (*params, attribute)
+        )
+        window = await self.get_records(r[0] for r in rows[:cap])
+        return window, await self.get_records(r[0] for r in same), len(rows) > cap
+
+    async def subject_record_ids(self, scope: Scope, record_type: str, entity_id: str) -> set[str]:
+        """Ids of the active records about one entity (no rows loaded)."""
+        rows = await self.db.fetchall(
+            """SELECT id FROM records WHERE scope_kind = ? AND scope_id = ? AND subject_entity_id = ?
+                 AND type = ? AND status IN ('provisional', 'confirmed')""",
             (scope.kind, scope.id, entity_id, record_type),
         )
-        return await self.get_records(r[0] for r in rows)
+        return {r[0] for r in rows}
 
     async def counted_refs(self, record_id: str) -> set[str]:
         """Source references already counted for a record: its own and every counted reinforcement."""
