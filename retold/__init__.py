@@ -36,6 +36,7 @@ from retold.models import (
     SearchResult,
     Turn,
 )
+from retold.retrieve.render import render_search
 from retold.runtime import Runtime, open_runtime
 
 __version__ = "0.1.0"
@@ -67,4 +68,5 @@ __all__ = [
     "__version__",
     "load_config",
     "open_runtime",
+    "render_search",
 ]

@@ -19,7 +19,8 @@ from typing import Any, TypeVar
 import click
 
 from retold.errors import RetoldError
-from retold.models import Scope
+from retold.models import Principal, Scope, SearchRequest
+from retold.retrieve.render import render_search
 from retold.runtime import open_runtime
 
 __all__ = ["cli", "main"]
@@ -42,17 +43,27 @@ def common_options(func: Callable[..., Any]) -> Callable[..., Any]:
     """--store, --config and --as on every command (spec §16)."""
 
     @click.option(
-        "--store", "store_path", default="./memory.sqlite", show_default=True,
-        type=click.Path(dir_okay=False), help="The SQLite store file.",
-    )  # fmt: skip
+        "--store",
+        "store_path",
+        default="./memory.sqlite",
+        show_default=True,
+        type=click.Path(dir_okay=False),
+        help="The SQLite store file.",
+    )
     @click.option(
-        "--config", "config_path", default=None, type=click.Path(exists=True, dir_okay=False),
+        "--config",
+        "config_path",
+        default=None,
+        type=click.Path(exists=True, dir_okay=False),
         help="YAML config file; the defaults apply without one.",
-    )  # fmt: skip
+    )
     @click.option(
-        "--as", "actor", default="admin", show_default=True,
+        "--as",
+        "actor",
+        default="admin",
+        show_default=True,
         help="Operator identity recorded on audit events.",
-    )  # fmt: skip
+    )
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         return func(*args, **kwargs)
@@ -102,8 +113,9 @@ def cli() -> None:
 @common_options
 @click.option("--expire-unmapped", is_flag=True, help="Retire every unmapped legacy row (status expired).")
 @click.option("--allow-unmapped", is_flag=True, help="Acknowledge the unmapped legacy rows and carry on.")
-def migrate(store_path: str, config_path: str | None, actor: str, expire_unmapped: bool,
-            allow_unmapped: bool) -> None:  # fmt: skip
+def migrate(
+    store_path: str, config_path: str | None, actor: str, expire_unmapped: bool, allow_unmapped: bool
+) -> None:
     """Apply schema migrations and list legacy rows migration 2 could not map.
 
     Exits with status 2 while unmapped rows remain; --expire-unmapped retires them
@@ -147,8 +159,9 @@ def migrate(store_path: str, config_path: str | None, actor: str, expire_unmappe
 @click.option("--read/--no-read", default=True, show_default=True, help="Allow retrieval from the scope.")
 @click.option("--write/--no-write", default=False, show_default=True, help="Allow writes to the scope.")
 @common_options
-def grant(agent_id: str, scope: str, read: bool, write: bool, store_path: str, config_path: str | None,
-          actor: str) -> None:  # fmt: skip
+def grant(
+    agent_id: str, scope: str, read: bool, write: bool, store_path: str, config_path: str | None, actor: str
+) -> None:
     """Create or update AGENT_ID's grant on a shared SCOPE (kind:id).
 
     Example:
@@ -207,6 +220,82 @@ def dump(scope: str, all_statuses: bool, store_path: str, config_path: str | Non
 
     for record in _run(go()):
         click.echo(json.dumps(_jsonable(record), ensure_ascii=False))
+
+
+@cli.command()
+@click.argument("queries", nargs=-1)
+@click.option("--agent", "agent_id", help="The agent searching (required unless --replay).")
+@click.option("--user", "user_id", help="The user the agent works for (required unless --replay).")
+@click.option("--session", "session_id", default=None, help="Session id recorded in the log.")
+@click.option("--project", "project_id", default=None, help="The principal's current project.")
+@click.option("--type", "types", multiple=True, type=click.Choice(["semantic", "episodic", "procedural"]))
+@click.option("--k", "k", type=int, default=None, help="Results to return (default retrieval.default_k).")
+@click.option("--history", is_flag=True, help="Include superseded and expired records.")
+@click.option("--replay", "replay_id", default=None, help="Re-decide a logged search's gate with --config.")
+@common_options
+def search(
+    queries: tuple[str, ...],
+    agent_id: str | None,
+    user_id: str | None,
+    session_id: str | None,
+    project_id: str | None,
+    types: tuple[str, ...],
+    k: int | None,
+    history: bool,
+    replay_id: str | None,
+    store_path: str,
+    config_path: str | None,
+    actor: str,
+) -> None:
+    """Run one search as AGENT for USER and print the result and its search_log row.
+
+    With --replay SEARCH_ID, re-decide that logged search's gate under the floors of
+    --config, from the logged candidate scores alone, and print the decision.
+
+    Example:
+
+        retold search --agent planner --user u1 "answer style" "preferred tone"
+
+        retold search --replay 0190c3a4-5b6e-7c8d-9e0f-123456789abc --config stricter.yaml
+    """
+    if replay_id is not None:
+
+        async def replay() -> Any:
+            from retold.retrieve.replay import replay_gate
+
+            async with _open(store_path, config_path) as rt:
+                return await replay_gate(rt.store, replay_id, rt.config)
+
+        _echo_json(_run(replay()))
+        return
+    if not agent_id or not user_id or not queries:
+        raise click.UsageError("a search needs --agent, --user and at least one query (or --replay ID)")
+    try:
+        principal = Principal(
+            agent_id=agent_id, user_id=user_id, session_id=session_id, project_id=project_id
+        )
+    except RetoldError as exc:
+        raise click.BadParameter(str(exc)) from exc
+    request = SearchRequest(queries=list(queries), types=list(types) or None, k=k, include_history=history)
+
+    async def go() -> tuple[str, Any]:
+        async with _open(store_path, config_path) as rt:
+            response = await rt.search(principal, request)
+            return render_search(response), await rt.store.search_log(response.search_id)
+
+    rendered, row = _run(go())
+    click.echo(rendered)
+    click.echo("\nsearch_log:")
+    _echo_json({key: _maybe_json(value) for key, value in (row or {}).items()})
+
+
+def _maybe_json(value: Any) -> Any:
+    if isinstance(value, str) and value[:1] in "[{":
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
 
 
 @cli.command()

@@ -24,6 +24,7 @@ from retold.host import MemoryHost
 from retold.index.vector import VectorIndex
 from retold.ingest.ingestor import Ingestor
 from retold.ingest.session import SessionHooks
+from retold.models import Principal, SearchRequest, SearchResponse
 from retold.operations import Operations
 from retold.store import Store
 from retold.util import Clock, SystemClock
@@ -63,6 +64,14 @@ class Runtime:
             from retold.ingest.equivalence import build_judge
 
             judge = build_judge(config, embedder)
+        if rewriter is None:
+            from retold.retrieve.rewrite import rewriter_from_config
+
+            rewriter = rewriter_from_config(config.retrieval.rewrite)
+        if reranker is None:
+            from retold.index.reranker import reranker_from_config
+
+            reranker = reranker_from_config(config.reranker)
         self.embedder = embedder
         self.judge = judge
         self.index = VectorIndex(embedder.name, embedder.version, embedder.dims)
@@ -72,6 +81,7 @@ class Runtime:
         self.ops = Operations(store, config, clock)
         self.reranker = reranker
         self.rewriter = rewriter
+        self._search_graph: Any = None
         self.extractor = extractor
         self.reviewer = reviewer
         self._closed = False
@@ -83,6 +93,30 @@ class Runtime:
     def _check_open(self) -> None:
         if self._closed:
             raise StoreClosedError("this retold runtime has been closed; open a new one with open_runtime()")
+
+    @property
+    def search_graph(self) -> Any:
+        """The compiled search graph (spec §10 as LangGraph nodes), built on first use."""
+        if self._search_graph is None:
+            from retold.graph_nodes.search import build_search_graph
+
+            self._search_graph = build_search_graph(self)
+        return self._search_graph
+
+    async def search(self, principal: Principal, request: SearchRequest) -> SearchResponse:
+        """Run one search for ``principal`` through the search graph; returns the response.
+
+        The caller's identity is the principal the host derived; the readable scopes come
+        from its grants. Raises :class:`~retold.errors.InvalidArgumentError` for a malformed
+        request (the tool layer turns that into ``invalid_input``).
+        """
+        self._check_open()
+        from retold.retrieve.retriever import SearchRun, validate_request
+
+        run = SearchRun(principal=principal, request=validate_request(request))
+        await self.search_graph.ainvoke({"run": run})
+        assert run.response is not None
+        return run.response
 
     async def warm(self) -> None:
         """Load the embedder and the vector index now, so the first search pays nothing."""

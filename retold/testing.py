@@ -11,15 +11,15 @@ import hashlib
 import re
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
 
-from retold.models import Verdict
+from retold.models import RewriteResult, Verdict
 
-__all__ = ["FakeClock", "FakeEmbedder", "FakeJudge"]
+__all__ = ["FakeClock", "FakeEmbedder", "FakeJudge", "FakeReranker", "FakeRewriter"]
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -133,3 +133,90 @@ class FakeJudge:
     def entails(self, premise: str, hypothesis: str) -> float:
         self.calls.append(("entails", premise, hypothesis))
         return self.entail
+
+
+def _is_exception(value: object) -> bool:
+    return isinstance(value, BaseException) or (isinstance(value, type) and issubclass(value, BaseException))
+
+
+class FakeRewriter:
+    """A :class:`~retold.models.QueryRewriter` that answers from a table, a function, or an error.
+
+    ``mapping_or_exception`` is one of: a dict from a tuple of raw queries (or, for a
+    one-query search, the query string) to the rewritten list (or a ``RewriteResult``
+    to control the status); a callable ``(queries, context)`` returning either; or an
+    exception instance or class to raise. Input the table does not know comes back
+    unchanged. ``.calls`` captures ``(queries, context)`` so tests can assert the
+    rewriter saw nothing else; ``delay_s`` sleeps first to stand in for a slow model.
+    """
+
+    def __init__(self, mapping_or_exception: object = None, *, delay_s: float = 0.0) -> None:
+        self.behaviour = mapping_or_exception
+        self.delay_s = delay_s
+        self.calls: list[tuple[list[str], str | None]] = []
+
+    def rewrite(self, queries: list[str], context: str | None) -> RewriteResult:
+        self.calls.append((list(queries), context))
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        behaviour = self.behaviour
+        if _is_exception(behaviour):
+            raise behaviour
+        answer: object = None
+        if isinstance(behaviour, Mapping):
+            answer = behaviour.get(tuple(queries))
+            if answer is None and len(queries) == 1:
+                answer = behaviour.get(queries[0])
+        elif callable(behaviour):
+            answer = behaviour(list(queries), context)
+        if answer is None:
+            return RewriteResult(list(queries), "unchanged")
+        if isinstance(answer, RewriteResult):
+            return answer
+        rewritten = [answer] if isinstance(answer, str) else list(answer)
+        return RewriteResult(rewritten, "applied" if rewritten != list(queries) else "unchanged")
+
+
+class FakeReranker:
+    """A :class:`~retold.models.Reranker` with known query–document scores.
+
+    ``scores`` maps ``(query, doc)`` or just ``doc`` to a score (anything else scores
+    ``default``), or is a callable ``(query, doc) -> float``, or an exception instance
+    or class to raise. ``delay_s`` sleeps per :meth:`score` call to force timeouts;
+    ``.calls`` captures ``(query, docs)``.
+    """
+
+    name = "fake-reranker"
+    enabled = True
+
+    def __init__(self, scores: object = None, *, delay_s: float = 0.0, default: float = 0.0) -> None:
+        self.scores = scores
+        self.delay_s = delay_s
+        self.default = default
+        self.calls: list[tuple[str, list[str]]] = []
+
+    @property
+    def is_loaded(self) -> bool:
+        return True
+
+    def warm(self) -> None:
+        """Nothing to load."""
+
+    def _one(self, query: str, doc: str) -> float:
+        scores = self.scores
+        if isinstance(scores, Mapping):
+            if (query, doc) in scores:
+                return float(scores[(query, doc)])
+            return float(scores.get(doc, self.default))
+        if callable(scores):
+            fn: Callable[[str, str], float] = scores
+            return float(fn(query, doc))
+        return self.default
+
+    def score(self, query: str, docs: Sequence[str]) -> list[float]:
+        self.calls.append((query, list(docs)))
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        if _is_exception(self.scores):
+            raise self.scores
+        return [self._one(query, doc) for doc in docs]

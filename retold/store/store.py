@@ -27,6 +27,7 @@ from retold.store.database import Database
 from retold.store.entities import EntitiesMixin, SessionsMixin
 from retold.store.migrations import LATEST_VERSION, current_version, migrate
 from retold.store.rows import RECORD_COLUMNS, record_from_row, record_to_params, to_sql
+from retold.store.search import SearchMixin
 from retold.store.vectors import VectorsMixin
 from retold.util import Clock, SystemClock, format_ts
 
@@ -43,7 +44,7 @@ _FTS_COLUMNS = frozenset({"content", "subject"})
 _HISTORY_STATUSES = ("provisional", "confirmed", "superseded", "expired")
 
 
-class Store(AuditMixin, EntitiesMixin, SessionsMixin, VectorsMixin):
+class Store(AuditMixin, EntitiesMixin, SessionsMixin, VectorsMixin, SearchMixin):
     """Async CRUD over the schema of spec §3. Open with ``await Store.open(path)``."""
 
     def __init__(self, db: Database, clock: Clock) -> None:

@@ -18,7 +18,7 @@ from retold.util import new_id
 
 pytestmark = pytest.mark.integration
 
-COMMANDS = ("migrate", "grant", "revoke", "dump", "get")
+COMMANDS = ("migrate", "grant", "revoke", "dump", "get", "search")
 
 
 def run(*args: str | Path, check_rc: int | None = 0) -> subprocess.CompletedProcess[str]:

@@ -1,0 +1,72 @@
+"""Reciprocal rank fusion (spec §10.3): one ranking from three generators on different scales.
+
+Cosine, BM25 and exact entity matches are not comparable numbers, so only ranks are
+fused: each list a record appears in adds ``1 / (rrf_k + rank)``. An empty generator adds
+nothing and the others still rank.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+from retold.models import Candidate, GeneratorHit, LexicalMatch
+
+__all__ = ["fuse", "rrf"]
+
+
+def rrf(rankings: Sequence[Sequence[str]], k: int) -> dict[str, float]:
+    """``{record_id: score}`` in descending score order (ties keep first-seen order)."""
+    score: dict[str, float] = defaultdict(float)
+    for ranking in rankings:
+        for rank, record_id in enumerate(ranking, start=1):
+            score[record_id] += 1.0 / (k + rank)
+    return dict(sorted(score.items(), key=lambda kv: -kv[1]))
+
+
+def fuse(
+    dense: Sequence[tuple[str, float]],
+    lexical: Sequence[tuple[str, float, LexicalMatch]],
+    entity: Sequence[tuple[str, str]],
+    k: int,
+) -> list[Candidate]:
+    """Candidates carrying every generator's rank and score, ordered by fused score.
+
+    ``dense`` is ``(record_id, cosine)`` best first; ``lexical`` is ``(record_id, bm25,
+    match)`` best first; ``entity`` is ``(record_id, entity_id)`` best first.
+    """
+    scores = rrf([[d[0] for d in dense], [x[0] for x in lexical], [e[0] for e in entity]], k)
+    dense_hits = {rid: GeneratorHit(rank, cos) for rank, (rid, cos) in enumerate(dense, start=1)}
+    lexical_hits = {
+        rid: (GeneratorHit(rank, bm25), m) for rank, (rid, bm25, m) in enumerate(lexical, start=1)
+    }
+    entity_hits = {rid: (GeneratorHit(rank, 0.0), eid) for rank, (rid, eid) in enumerate(entity, start=1)}
+
+    def best_rank(rid: str) -> int:
+        ranks = [h.rank for h in (dense_hits.get(rid), lexical_hits.get(rid, (None,))[0],
+                                  entity_hits.get(rid, (None,))[0]) if h is not None]  # fmt: skip
+        return min(ranks)
+
+    ordered = sorted(scores, key=lambda rid: (-scores[rid], best_rank(rid), rid))
+    out = []
+    for fused_rank, rid in enumerate(ordered, start=1):
+        lex = lexical_hits.get(rid)
+        ent = entity_hits.get(rid)
+        out.append(
+            Candidate(
+                record_id=rid,
+                dense=dense_hits.get(rid),
+                lexical=lex[0] if lex else None,
+                lexical_terms=lex[1] if lex else None,
+                entity=ent[0] if ent else None,
+                entity_id=ent[1] if ent else None,
+                rrf_score=scores[rid],
+                fused_rank=fused_rank,
+                freshness_multiplier=None,
+                score=scores[rid],
+                gate_reason=None,
+                rerank_score=None,
+                rank_after_rerank=None,
+            )
+        )
+    return out

@@ -1,0 +1,144 @@
+"""The relevance gate (spec §10.5): the stage that lets a search honestly return nothing.
+
+Step 1 keeps a candidate that clears one absolute floor (an exact entity match, a dense
+cosine at its record type's floor, or enough lexical terms). Step 2 drops survivors far
+below the strongest survivor *with the same number of contributing channels*, so a
+corroborated record cannot wipe out strong single-channel ones (entity hits are exempt).
+Step 3 explains an empty result by naming every floor the best candidate missed. Every
+dropped candidate carries the step and floor that dropped it, so a logged search can be
+replayed offline with other floors (:func:`replay`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from retold.config import GateFloors
+from retold.models import Candidate
+
+__all__ = ["GateSubject", "channel_count", "empty_reason", "gate", "missed_floors", "passes_step1"]
+
+
+@dataclass(frozen=True)
+class GateSubject:
+    """What the gate needs to know about a candidate's record."""
+
+    type: str
+    source_kind: str
+
+
+def channel_count(candidate: Candidate) -> int:
+    return sum(h is not None for h in (candidate.dense, candidate.lexical, candidate.entity))
+
+
+def _lexical_pass(candidate: Candidate, floors: GateFloors) -> tuple[bool, str | None]:
+    match = candidate.lexical_terms
+    if candidate.lexical is None or match is None or match.total_terms == 0:
+        return False, None
+    matched = len(match.terms)
+    fraction = matched / match.total_terms
+    precise = any(t.is_identifier or t.is_entity_alias for t in match.terms)
+    if fraction < floors.lexical_min_term_fraction:
+        return False, (
+            f"lexical {matched}/{match.total_terms} terms < {floors.lexical_min_term_fraction:g} of the query"
+        )
+    if matched < floors.lexical_min_matched_terms and not precise:
+        return False, (
+            f"lexical {matched}/{match.total_terms} terms, {matched} matched < "
+            f"{floors.lexical_min_matched_terms} and no identifier or entity alias"
+        )
+    return True, None
+
+
+def passes_step1(candidate: Candidate, subject: GateSubject, floors: GateFloors) -> str | None:
+    """The signal that lets the candidate through step 1, or None."""
+    if candidate.entity is not None:
+        return f"entity match {candidate.entity_id}"
+    if candidate.dense is not None:
+        floor = floors.dense_floor.for_record(subject.type, subject.source_kind)
+        if candidate.dense.score >= floor:
+            return f"dense {candidate.dense.score:.2f} >= {floor:.2f} ({_floor_name(subject)})"
+    ok, _ = _lexical_pass(candidate, floors)
+    if ok:
+        match = candidate.lexical_terms
+        assert match is not None
+        return f"lexical {len(match.terms)}/{match.total_terms} terms"
+    return None
+
+
+def missed_floors(candidate: Candidate, subject: GateSubject, floors: GateFloors) -> str:
+    """Every step-1 floor the candidate missed, in the spec's wording."""
+    parts = []
+    floor = floors.dense_floor.for_record(subject.type, subject.source_kind)
+    if candidate.dense is None:
+        parts.append("no dense match")
+    else:
+        parts.append(f"dense {candidate.dense.score:.2f} < {floor:.2f} ({_floor_name(subject)})")
+    _, lexical_reason = _lexical_pass(candidate, floors)
+    parts.append(lexical_reason or "no lexical match")
+    parts.append("no entity match")
+    return "; ".join(parts)
+
+
+def _floor_name(subject: GateSubject) -> str:
+    return "session_summary" if subject.source_kind == "session_summary" else subject.type
+
+
+def gate(
+    candidates: Sequence[Candidate], subjects: Mapping[str, GateSubject], floors: GateFloors
+) -> tuple[list[Candidate], list[tuple[str, str]]]:
+    """Steps 1 and 2; returns the survivors in order and ``(record_id, reason)`` for the rest."""
+    gated_out: list[tuple[str, str]] = []
+    survivors: list[Candidate] = []
+    for candidate in candidates:
+        subject = subjects[candidate.record_id]
+        if subject.source_kind in floors.exclude_source_kinds:
+            candidate.gate_reason = (
+                f"excluded: source kind {subject.source_kind} is not retrieved by the host"
+            )
+            gated_out.append((candidate.record_id, candidate.gate_reason))
+            continue
+        passed = passes_step1(candidate, subject, floors)
+        if passed is None:
+            candidate.gate_reason = "step 1: " + missed_floors(candidate, subject, floors)
+            gated_out.append((candidate.record_id, candidate.gate_reason))
+            continue
+        candidate.gate_reason = passed
+        survivors.append(candidate)
+
+    top: dict[int, float] = {}
+    for candidate in survivors:
+        n = channel_count(candidate)
+        top[n] = max(top.get(n, 0.0), candidate.score)
+    kept: list[Candidate] = []
+    for candidate in survivors:
+        n = channel_count(candidate)
+        bar = floors.relative_floor * top[n]
+        if candidate.entity is None and candidate.score < bar:
+            candidate.gate_reason = (
+                f"step 2: score {candidate.score:.4f} < {floors.relative_floor:g} x {top[n]:.4f} "
+                f"(top of the {n}-channel group)"
+            )
+            gated_out.append((candidate.record_id, candidate.gate_reason))
+        else:
+            kept.append(candidate)
+    return kept, gated_out
+
+
+def empty_reason(
+    candidates: Sequence[Candidate], subjects: Mapping[str, GateSubject], floors: GateFloors, eligible: int
+) -> str:
+    """Step 3: why nothing survived, naming the best candidate's missed floors."""
+    if eligible == 0:
+        return "no eligible records: nothing readable matches the scopes and filters"
+    if not candidates:
+        return "no candidate: no dense, lexical or entity match among the eligible records"
+    best = max(candidates, key=lambda c: c.score)
+    subject = subjects[best.record_id]
+    if subject.source_kind in floors.exclude_source_kinds:
+        return f"best candidate excluded: source kind {subject.source_kind} is not retrieved by the host"
+    if passes_step1(best, subject, floors) is not None:
+        return f"best candidate dropped: {best.gate_reason}"
+    text = missed_floors(best, subject, floors)
+    return text.replace("dense ", "best dense ", 1).replace("lexical ", "best lexical ", 1)

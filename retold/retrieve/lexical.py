@@ -1,0 +1,385 @@
+"""The lexical candidate generator (spec §10.2): exact terms, identifiers and phrases over FTS5.
+
+Dense retrieval is weak on identifiers (``ERR42``, ``bge-m3``, ``deploy.yml``) and exact
+wording; this generator catches them. Query text becomes :class:`QueryTerm` s, the union of
+every query's terms becomes one FTS5 ``OR`` expression run against the eligible records
+only, and each hit is then re-checked in Python so the relevance gate (§10.5) sees exactly
+which terms of which query it matched.
+
+Tokens are normalised the way FTS5's ``unicode61 remove_diacritics 2`` tokenizer does
+(:func:`fts_tokens`), so the Python coverage check and the index agree on what a token is.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import re
+import unicodedata
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from retold.models import LexicalMatch, LexicalTerm
+from retold.retrieve.stopwords import STOPWORDS
+from retold.util import normalize_alias
+
+if TYPE_CHECKING:
+    from retold.store import Store
+
+__all__ = [
+    "LexicalHit",
+    "QueryTerm",
+    "QueryWord",
+    "fold_apostrophes",
+    "fts_query",
+    "fts_tokens",
+    "is_identifier",
+    "is_proper_noun",
+    "lexical_search",
+    "query_terms",
+    "query_words",
+    "term_coverage",
+]
+
+# ---------------------------------------------------------------------------------------------
+# FTS5-compatible tokenisation
+# ---------------------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=8192)
+def _fold_char(ch: str) -> str | None:
+    """One character as unicode61 folds it: None for a separator, "" for a dropped diacritic.
+
+    unicode61 keeps letters, numbers and private-use characters (``L* N* Co``), lower-cases
+    them, and with ``remove_diacritics 2`` strips accents from Latin letters only (Greek
+    tonos survives). Combining marks U+0300..U+0331 are part of the token and vanish; other
+    marks (Devanagari vowel signs, virama) separate tokens, exactly as SQLite does.
+    """
+    code = ord(ch)
+    if 0x300 <= code <= 0x331:
+        return ""
+    category = unicodedata.category(ch)
+    if not (category[0] in "LN" or category == "Co"):
+        return None
+    if code < 0x250 or 0x1E00 <= code <= 0x1EFF:
+        decomposed = unicodedata.normalize("NFD", ch)
+        if len(decomposed) > 1 and all(0x300 <= ord(c) <= 0x36F for c in decomposed[1:]):
+            ch = decomposed[0]
+    lowered = ch.lower()
+    return lowered if len(lowered) == 1 else ch
+
+
+def fts_tokens(text: str) -> tuple[str, ...]:
+    """The tokens FTS5 ``unicode61 remove_diacritics 2`` indexes for ``text``, in order.
+
+    >>> fts_tokens("Deploy bge-m3 to café.yml")
+    ('deploy', 'bge', 'm3', 'to', 'cafe', 'yml')
+    """
+    tokens: list[str] = []
+    current: list[str] = []
+    for ch in text:
+        folded = _fold_char(ch)
+        if folded is None:
+            if current:
+                tokens.append("".join(current))
+                current = []
+        elif folded:
+            current.append(folded)
+    if current:
+        tokens.append("".join(current))
+    return tuple(tokens)
+
+
+def _fold_text(text: str) -> str:
+    """Lower-case and Latin diacritics stripped, punctuation kept: a term's display value."""
+    out = []
+    for ch in text:
+        folded = _fold_char(ch)
+        out.append(ch.lower() if folded is None else folded)
+    return "".join(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# Query words: whitespace tokens with punctuation, contractions and possessives removed
+# ---------------------------------------------------------------------------------------------
+
+_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "\u2032": "'", "`": "'"})
+_LEAD_KEEP = "._/"  # a leading dot, underscore or slash is part of .env, _private, /etc/hosts
+_TRAIL_KEEP = "_/"
+_SENTENCE_END = ".!?"
+_IRREGULAR_NEGATIONS = {"can't": "can", "won't": "will", "shan't": "shall", "ain't": "is"}
+_CLITICS = ("n't", "'s", "'re", "'ve", "'ll", "'d", "'m")
+_ABBREVIATION = re.compile(r"(?:[^\W\d_]\.)+[^\W\d_]?")  # e.g, i.e, U.S: dotted letters
+
+
+def fold_apostrophes(text: str) -> str:
+    """Typographic apostrophes (’ ‘ ʼ ′ `) become ``'`` so "Aditya’s" and "Aditya's" agree."""
+    return text.translate(_APOSTROPHES)
+
+
+def _strip_edges(token: str) -> str:
+    start, end = 0, len(token)
+    while start < end and not (token[start].isalnum() or token[start] in _LEAD_KEEP):
+        start += 1
+    while end > start and not (token[end - 1].isalnum() or token[end - 1] in _TRAIL_KEEP):
+        end -= 1
+    return token[start:end]
+
+
+def _strip_clitic(token: str) -> str:
+    """Reduce a contraction or possessive to its stem: don't → do, I'm → I, aditya's → aditya."""
+    lowered = token.lower()
+    if lowered in _IRREGULAR_NEGATIONS:
+        stem = _IRREGULAR_NEGATIONS[lowered]
+        return stem.capitalize() if token[:1].isupper() else stem
+    for clitic in _CLITICS:
+        if lowered.endswith(clitic) and len(token) > len(clitic):
+            return token[: -len(clitic)]
+    return token
+
+
+@dataclass(frozen=True)
+class QueryWord:
+    """One whitespace token of a query after punctuation, contraction and possessive removal.
+
+    ``text`` keeps its case (identifier and proper-noun detection need it);
+    ``sentence_initial`` marks the first word of the query or of a sentence inside it,
+    where capitalisation says nothing about a proper noun.
+    """
+
+    text: str
+    sentence_initial: bool
+
+
+def query_words(query: str) -> list[QueryWord]:
+    """Split on whitespace first, so ``bge-m3`` and ``deploy.yml`` survive as one word each."""
+    words: list[QueryWord] = []
+    initial = True
+    for raw in fold_apostrophes(query).split():
+        text = _strip_clitic(_strip_edges(raw))
+        if text:
+            words.append(QueryWord(text, initial))
+            initial = raw.rstrip("\"')]}").endswith(tuple(_SENTENCE_END))
+        elif raw.endswith(tuple(_SENTENCE_END)):
+            initial = True
+    return words
+
+
+def is_identifier(word: str) -> bool:
+    """True for tokens precise enough to pass the lexical gate alone (spec §10.5 step 1).
+
+    A digit, underscore, dot or slash, or a lower-to-upper case change inside the token
+    (``camelCase``, ``iPhone``) qualifies. A hyphen alone does not (follow-up, e-mail), nor
+    does a slash between function words (and/or, he/she), nor a dotted abbreviation (e.g).
+    """
+    if any(ch.isdigit() or ch == "_" for ch in word):
+        return True
+    if any(a.islower() and b.isupper() for a, b in itertools.pairwise(word)):
+        return True
+    has_dot, has_slash = "." in word, "/" in word
+    if has_dot and not _ABBREVIATION.fullmatch(word):
+        return True
+    if has_slash:
+        parts = [p for p in word.replace(".", "/").split("/") if p]
+        return not parts or not all(p.lower() in STOPWORDS for p in parts)
+    return False
+
+
+# ---------------------------------------------------------------------------------------------
+# Query terms
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QueryTerm:
+    """One search term: ``tokens`` with more than one entry is a phrase matched contiguously.
+
+    ``value`` is the folded word as written (``bge-m3``, ``deploy.yml``, ``aditya``,
+    ``aditya kumar`` for a multi-word alias) and is what explanations and the gate see.
+    """
+
+    value: str
+    tokens: tuple[str, ...]
+    is_identifier: bool
+    is_entity_alias: bool
+
+    def as_lexical_term(self) -> LexicalTerm:
+        return LexicalTerm(self.value, self.is_identifier, self.is_entity_alias)
+
+
+def is_proper_noun(word: QueryWord) -> bool:
+    """Capitalised, not the first word of a sentence, and not "I": "where does Will work"."""
+    return word.text[:1].isupper() and not word.sentence_initial and word.text != "I"
+
+
+def _word_term(word: QueryWord, aliases: Collection[str]) -> QueryTerm | None:
+    tokens = fts_tokens(word.text)
+    if len(" ".join(tokens)) < 2:  # also drops words with no token characters at all
+        return None
+    identifier = is_identifier(word.text)
+    value = _fold_text(word.text)
+    if not identifier:
+        if all(len(t) < 2 for t in tokens):  # e.g, U.S: initials, not words
+            return None
+        if not is_proper_noun(word) and all(t in STOPWORDS for t in tokens):
+            return None
+    alias = value in aliases or " ".join(tokens) in aliases
+    return QueryTerm(value, tokens, identifier, alias)
+
+
+def _max_alias_words(aliases: Collection[str]) -> int:
+    return max((len(a.split()) for a in aliases), default=1)
+
+
+def query_terms(query: str, entity_aliases: Collection[str] = frozenset()) -> list[QueryTerm]:
+    """The de-duplicated search terms of one query, in query order.
+
+    ``entity_aliases`` holds normalised alias strings (``normalize_alias``); a dict keyed
+    by them (``resolve_query_aliases``'s answer) works too. A run of consecutive words equal
+    to a multi-word alias ("Aditya Kumar") becomes one phrase term flagged as an alias.
+
+    >>> [t.value for t in query_terms("What's the bge-m3 follow-up for Aditya's ERR42?")]
+    ['bge-m3', 'follow-up', 'aditya', 'err42']
+    """
+    words = query_words(query)
+    longest = min(_max_alias_words(entity_aliases), len(words))
+    normalized = [normalize_alias(w.text) for w in words] if longest > 1 else []
+    terms: dict[tuple[str, ...], QueryTerm] = {}
+
+    def add(term: QueryTerm | None) -> None:
+        if term is None:
+            return
+        seen = terms.get(term.tokens)
+        if seen is None:
+            terms[term.tokens] = term
+        else:  # the same tokens written twice: keep the first value, either spelling's flags
+            terms[term.tokens] = QueryTerm(
+                seen.value,
+                seen.tokens,
+                seen.is_identifier or term.is_identifier,
+                seen.is_entity_alias or term.is_entity_alias,
+            )
+
+    i = 0
+    while i < len(words):
+        for n in range(min(longest, len(words) - i), 1, -1):
+            candidate = " ".join(normalized[i : i + n])
+            if candidate in entity_aliases:
+                run = words[i : i + n]
+                identifier = any(is_identifier(w.text) for w in run)
+                add(QueryTerm(candidate, fts_tokens(candidate), identifier, True))
+                i += n
+                break
+        else:
+            add(_word_term(words[i], entity_aliases))
+            i += 1
+    return list(terms.values())
+
+
+def _quote(token: str) -> str:
+    return '"' + token.replace('"', '""') + '"'
+
+
+def fts_query(terms: Iterable[QueryTerm]) -> str:
+    """An FTS5 MATCH expression: every term quoted, OR-joined; "" when there is nothing to match.
+
+    Quoting every token makes user text inert: ``NEAR``, ``AND``, ``*``, ``:`` and ``(``
+    inside quotes are just characters for the tokenizer. A multi-token term becomes one
+    phrase (``"bge m3"``), which FTS5 matches only where the tokens are adjacent.
+    """
+    seen: dict[tuple[str, ...], None] = {}
+    for term in terms:
+        if term.tokens:
+            seen.setdefault(term.tokens, None)
+    return " OR ".join(_quote(" ".join(tokens)) for tokens in seen)
+
+
+# ---------------------------------------------------------------------------------------------
+# Coverage and search
+# ---------------------------------------------------------------------------------------------
+
+
+def _contains(field: Sequence[str], phrase: tuple[str, ...]) -> bool:
+    n = len(phrase)
+    return any(tuple(field[i : i + n]) == phrase for i in range(len(field) - n + 1))
+
+
+def term_coverage(terms: Sequence[QueryTerm], fields: Sequence[str]) -> list[QueryTerm]:
+    """The terms that occur in any of ``fields``; a phrase must be contiguous within one field.
+
+    A record that says "follow the plan ... up" contains both tokens of ``follow-up`` but not
+    the phrase, so it does not cover the term.
+    """
+    tokenized = [fts_tokens(f) for f in fields if f]
+    every = {t for field in tokenized for t in field}
+    matched = []
+    for term in terms:
+        if len(term.tokens) == 1:
+            hit = term.tokens[0] in every
+        else:
+            hit = any(_contains(field, term.tokens) for field in tokenized)
+        if hit:
+            matched.append(term)
+    return matched
+
+
+@dataclass(frozen=True)
+class LexicalHit:
+    """One lexical candidate.
+
+    ``bm25`` is SQLite's ``bm25()`` negated, so higher is better (SQLite orders lower first);
+    ``match`` carries the winning query's matched terms and term count for the gate.
+    """
+
+    record_id: str
+    rank: int  # 1-based, in bm25 order
+    bm25: float
+    match: LexicalMatch
+
+
+def _best_match(per_query: Sequence[Sequence[QueryTerm]], fields: Sequence[str]) -> LexicalMatch | None:
+    """The query whose terms this record covers best: highest fraction, then most terms, then first."""
+    best: tuple[float, int] | None = None
+    answer: LexicalMatch | None = None
+    for terms in per_query:
+        if not terms:
+            continue
+        matched = term_coverage(terms, fields)
+        if not matched:
+            continue
+        key = (len(matched) / len(terms), len(matched))
+        if best is None or key > best:
+            best = key
+            answer = LexicalMatch(tuple(t.as_lexical_term() for t in matched), len(terms))
+    return answer
+
+
+async def lexical_search(
+    store: Store,
+    queries: list[str],
+    eligible: set[str],
+    k: int,
+    *,
+    entity_aliases: Collection[str] = frozenset(),
+) -> list[LexicalHit]:
+    """Up to ``k`` eligible records matching any query's terms, best BM25 first (spec §10.2).
+
+    One FTS5 query covers the union of all queries' terms; the eligibility join happens
+    before the limit, so ineligible rows can never crowd eligible ones out. Hits whose
+    fields contain no complete term of any query (FTS matched part of a phrase only in a
+    way Python's contiguity check rejects) are dropped and ranks renumbered.
+    """
+    if not eligible or k <= 0:
+        return []
+    per_query = [query_terms(q, entity_aliases) for q in queries]
+    match = fts_query(t for terms in per_query for t in terms)
+    if not match:
+        return []
+    rows = await store.fts_search(match, eligible, k)
+    hits: list[LexicalHit] = []
+    for record_id, score, content, subject, aliases in rows:
+        found = _best_match(per_query, (content, subject, aliases))
+        if found is not None:
+            hits.append(LexicalHit(record_id, len(hits) + 1, score, found))
+    return hits

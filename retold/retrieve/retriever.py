@@ -1,0 +1,432 @@
+"""The search pipeline of spec §10.1 as five async stages over one :class:`SearchRun`.
+
+``prepare`` (rewrite, scopes, hard filter, index refresh) → ``generate`` (embed, dense,
+lexical, entity) → ``rank`` (fuse, freshness, gate, dedup) → ``rerank`` (optional) →
+``respond`` (budget, explain, log). Each stage is a plain async function of the runtime
+and the run, so it is testable without a graph; ``retold.graph_nodes.search`` wires them
+into a compiled LangGraph graph. The hard filter runs before any ranking and every later
+stage re-checks membership in ``eligible``, so no channel can surface a record the caller
+may not read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import numpy as np
+
+from retold.errors import InvalidArgumentError
+from retold.models import (
+    RECORD_TYPES,
+    Candidate,
+    Principal,
+    Record,
+    Scope,
+    SearchRequest,
+    SearchResponse,
+    SearchResult,
+)
+from retold.policy.grants import readable_scopes
+from retold.retrieve.budget import fill_budget
+from retold.retrieve.dedup import collapse_duplicates
+from retold.retrieve.entity_search import alias_candidates, entity_search, resolve_query_aliases
+from retold.retrieve.explain import build_explanation
+from retold.retrieve.freshness import apply_freshness
+from retold.retrieve.fusion import fuse
+from retold.retrieve.gate import GateSubject, empty_reason, gate
+from retold.retrieve.lexical import lexical_search
+from retold.retrieve.rewrite import rewrite_stage
+from retold.util import new_id
+
+if TYPE_CHECKING:
+    from retold.runtime import Runtime
+
+__all__ = ["SearchRun", "generate", "prepare", "rank", "rerank", "respond", "validate_request"]
+
+MAX_QUERIES = 3
+MAX_K = 50
+
+
+@dataclass
+class SearchRun:
+    """Everything one search computes; the log row is written from it."""
+
+    principal: Principal
+    request: SearchRequest
+    search_id: str = field(default_factory=new_id)
+    started_at: datetime | None = None
+    t0: float = field(default_factory=time.perf_counter)
+    warm: bool = False
+    timings: dict[str, float] = field(default_factory=dict)
+    queries: list[str] = field(default_factory=list)
+    rewrite_status: str = "disabled"
+    scopes: list[Scope] = field(default_factory=list)
+    eligible: set[str] = field(default_factory=set)
+    index_refresh: str = ""
+    dense: list[tuple[str, float]] = field(default_factory=list)
+    lexical: list[Any] = field(default_factory=list)
+    entity: list[Any] = field(default_factory=list)
+    candidates: list[Candidate] = field(default_factory=list)  # fused, freshness applied, eligible only
+    fused_log: list[list[Any]] = field(default_factory=list)
+    records: dict[str, Record] = field(default_factory=dict)
+    subjects: dict[str, GateSubject] = field(default_factory=dict)
+    kept: list[Candidate] = field(default_factory=list)
+    gated_out: list[tuple[str, str]] = field(default_factory=list)
+    deduped_out: list[tuple[str, str, float]] = field(default_factory=list)
+    reranked: list[list[Any]] | None = None
+    reranked_out: list[list[Any]] = field(default_factory=list)
+    rerank_status: str = "disabled"
+    rerank_error: str | None = None
+    response: SearchResponse | None = None
+
+    def mark(self, stage: str, since: float) -> float:
+        now = time.perf_counter()
+        self.timings[stage] = round((now - since) * 1000.0, 3)
+        return now
+
+
+def validate_request(request: SearchRequest) -> SearchRequest:
+    """Refuse a malformed request before any work; the tool layer turns this into invalid_input."""
+    queries = (
+        [q.strip() for q in request.queries if isinstance(q, str)]
+        if isinstance(request.queries, list)
+        else []
+    )
+    if not queries or len(queries) != len(request.queries) or not all(queries) or len(queries) > MAX_QUERIES:
+        raise InvalidArgumentError("queries must be a list of 1 to 3 non-blank strings")
+    if request.types is not None and any(t not in RECORD_TYPES for t in request.types):
+        raise InvalidArgumentError(f"types must be drawn from {', '.join(RECORD_TYPES)}")
+    if request.k is not None and (not isinstance(request.k, int) or not 1 <= request.k <= MAX_K):
+        raise InvalidArgumentError(f"k must be an integer from 1 to {MAX_K}")
+    if request.trigger not in ("tool", "auto"):
+        raise InvalidArgumentError("trigger must be 'tool' or 'auto'")
+    if request.since and request.until and request.since > request.until:
+        raise InvalidArgumentError("since must not be after until")
+    return dataclasses.replace(request, queries=queries)
+
+
+async def prepare(rt: Runtime, run: SearchRun) -> None:
+    """Rewrite, readable scopes, the hard filter, and the index refresh."""
+    cfg = rt.config.retrieval
+    run.started_at = rt.clock.now()
+    run.warm = bool(getattr(rt.embedder, "is_loaded", False) and rt.index.is_loaded)
+    t = run.t0
+    run.queries, run.rewrite_status = await rewrite_stage(
+        rt.rewriter,
+        run.request.queries,
+        run.request.context,
+        enabled=cfg.rewrite.enabled,
+        max_context_chars=cfg.rewrite.max_context_chars,
+        timeout_ms=cfg.rewrite.timeout_ms,
+    )
+    t = run.mark("rewrite", t)
+    run.scopes = await readable_scopes(rt.store, run.principal)
+    t = run.mark("scopes", t)
+    floors = cfg.gate.floors_for(run.request.trigger)
+    run.eligible = await rt.store.eligible_ids(
+        run.scopes,
+        now=run.started_at,
+        types=run.request.types,
+        since=run.request.since,
+        until=run.request.until,
+        include_history=run.request.include_history,
+        exclude_source_kinds=floors.exclude_source_kinds,
+    )
+    t = run.mark("filter", t)
+    run.index_refresh = await rt.index.refresh(rt.store, rt.config.embedding.incremental_reload_max)
+    run.mark("index_refresh", t)
+
+
+async def generate(rt: Runtime, run: SearchRun) -> None:
+    """Dense, lexical and entity candidates. Lexical and entity SQL run while the embedder works."""
+    k = rt.config.retrieval.per_generator_k
+
+    async def dense() -> None:
+        t = time.perf_counter()
+        qvecs = np.asarray(await anyio.to_thread.run_sync(rt.embedder.embed_queries, run.queries))
+        t = run.mark("embed", t)
+        # Best cosine per record over the queries, capped after the union (spec §10.1).
+        run.dense = [
+            (rid, cos) for rid, cos in rt.index.search(qvecs, run.eligible, k) if rid in run.eligible
+        ]
+        run.mark("dense", t)
+
+    async def lexical_and_entity() -> None:
+        t = time.perf_counter()
+        hints = list(run.request.entities or [])
+        aliases = await resolve_query_aliases(
+            rt.store, alias_candidates(run.queries, hints, rt.config.retrieval.max_alias_tokens), run.scopes
+        )
+        alias_set = frozenset(aliases)
+        run.lexical = await lexical_search(rt.store, run.queries, run.eligible, k, entity_aliases=alias_set)
+        t = run.mark("lexical", t)
+        run.entity = await entity_search(rt.store, aliases, run.eligible, k)
+        run.mark("entity", t)
+
+    if not run.eligible:
+        for stage in ("embed", "dense", "lexical", "entity"):
+            run.timings[stage] = 0.0
+        return
+    await asyncio.gather(dense(), lexical_and_entity())
+
+
+async def rank(rt: Runtime, run: SearchRun) -> None:
+    """Fuse, enforce the isolation invariant, freshness, gate and duplicate collapse."""
+    cfg = rt.config.retrieval
+    t = time.perf_counter()
+    fused = fuse(
+        run.dense,
+        [(h.record_id, h.bm25, h.match) for h in run.lexical],
+        [(h.record_id, h.entity_id) for h in run.entity],
+        cfg.rrf_k,
+    )
+    # Hard isolation invariant: nothing outside the eligible set goes any further.
+    fused = [c for c in fused if c.record_id in run.eligible]
+    run.fused_log = [[c.record_id, c.fused_rank, round(c.rrf_score, 6)] for c in fused]
+    run.records = {r.id: r for r in await rt.store.get_records(c.record_id for c in fused)}
+    fused = [c for c in fused if c.record_id in run.records]
+    run.subjects = {rid: GateSubject(r.type, r.source_kind) for rid, r in run.records.items()}
+    t = run.mark("fuse", t)
+    skip = run.request.since is not None or run.request.until is not None
+    run.candidates = apply_freshness(
+        fused, run.records, run.started_at or rt.clock.now(), cfg.freshness, skip=skip
+    )
+    t = run.mark("freshness", t)
+    floors = cfg.gate.floors_for(run.request.trigger)
+    if rt.config.reranker.enabled and rt.config.reranker.mode == "cross_encoder_only":
+        # The cross-encoder is the only relevance decision: apply the source-kind policy alone.
+        run.kept = [
+            c
+            for c in run.candidates
+            if run.subjects[c.record_id].source_kind not in floors.exclude_source_kinds
+        ]
+        run.gated_out = [(c.record_id, "excluded: source kind") for c in run.candidates if c not in run.kept]
+    else:
+        run.kept, run.gated_out = gate(run.candidates, run.subjects, floors)
+    t = run.mark("gate", t)
+    run.kept, run.deduped_out = collapse_duplicates(run.kept, rt.index.cosine, cfg.dedup_cosine)
+    run.mark("dedup", t)
+
+
+def wants_rerank(rt: Runtime, run: SearchRun) -> bool:
+    return bool(rt.config.reranker.enabled and run.kept)
+
+
+async def rerank(rt: Runtime, run: SearchRun) -> None:
+    """The optional cross-encoder pass on copies of the shortlist (spec §10.7)."""
+    from retold.index.reranker import RerankError, apply_rerank, rerank_with_timeout
+
+    cfg = rt.config.reranker
+    t = time.perf_counter()
+    shortlist = run.kept[: cfg.candidates]
+    docs = [(c.record_id, run.records[c.record_id].content) for c in shortlist]
+    outcome = await rerank_with_timeout(rt.reranker, run.queries, docs, timeout_ms=cfg.timeout_ms)
+    run.rerank_status = outcome.status
+    if outcome.status == "applied":
+        result = apply_rerank([c.record_id for c in shortlist], outcome.scores, cfg.floor)
+        run.reranked = [list(row) for row in result.logged]
+        run.reranked_out = [
+            [c.record_id, "outside the reranker shortlist", None] for c in run.kept[cfg.candidates :]
+        ]
+        run.reranked_out += [list(row) for row in result.below_floor]
+        by_id = {c.record_id: c for c in shortlist}
+        scores = {row[0]: row for row in result.logged}
+        run.kept = []
+        for rid in result.kept:
+            candidate = by_id[rid]
+            candidate.rerank_score = scores[rid][3]
+            candidate.rank_after_rerank = scores[rid][2]
+            run.kept.append(candidate)
+    else:
+        run.rerank_error = outcome.error
+        if cfg.on_failure == "fail":
+            raise RerankError(f"reranker {outcome.status}: {outcome.error}")
+        if cfg.mode == "cross_encoder_only":  # never serve the ungated pool
+            floors = rt.config.retrieval.gate.floors_for(run.request.trigger)
+            run.kept, more = gate(run.kept, run.subjects, floors)
+            run.gated_out += more
+    run.mark("rerank", t)
+
+
+async def respond(rt: Runtime, run: SearchRun) -> SearchResponse:
+    """Budget fill with conflict pairs, explanations, the search_log row, the response."""
+    cfg = rt.config.retrieval
+    t = time.perf_counter()
+    run.timings.setdefault("rerank", 0.0)
+    k = run.request.k or (cfg.trigger.auto_k if run.request.trigger == "auto" else cfg.default_k)
+    conflicts = {
+        c.record_id: [o for o in await rt.store.conflicts_for(c.record_id) if o in run.eligible]
+        for c in run.kept
+    }
+    partners = {o for others in conflicts.values() for o in others if o not in run.records}
+    if partners:
+        run.records.update({r.id: r for r in await rt.store.get_records(partners)})
+    by_id = {c.record_id: c for c in run.candidates}
+    admitted, budget_out = fill_budget(
+        run.kept,
+        run.records,
+        lambda r: _counterpart(rt, r, conflicts.get(r.id, []), run, by_id),
+        k=k,
+        token_budget=cfg.token_budget,
+    )
+    t = run.mark("budget", t)
+    dedup = {kept: (dropped, cos) for dropped, kept, cos in run.deduped_out}
+    reranked = {row[0]: (row[1], row[2], row[3]) for row in run.reranked or []}
+    rewritten = run.queries if run.rewrite_status == "applied" else None
+    results = []
+    for admission in admitted:
+        record = run.records[admission.candidate.record_id]
+        partners_of = conflicts.get(record.id) or [
+            o for o in await rt.store.conflicts_for(record.id) if o in run.eligible
+        ]
+        explanation = build_explanation(
+            admission,
+            record,
+            raw_queries=run.request.queries,
+            rewritten=rewritten,
+            rewrite_status=run.rewrite_status,
+            dedup=dedup,
+            reranked=reranked,  # type: ignore[arg-type]
+            conflicts_with=partners_of,
+            total=len(admitted),
+        )
+        results.append(SearchResult(record, admission.candidate.score, explanation))
+    reason = None
+    if not results:
+        reason = _empty_reason(rt, run, budget_out)
+    t = run.mark("explain", t)
+    logged_timings = dict(run.timings)
+    logged_timings["total"] = round((time.perf_counter() - run.t0) * 1000.0, 3)
+    await rt.store.insert_search_log(_log_row(rt, run, results, reason, budget_out, logged_timings))
+    run.mark("log", t)
+    run.timings["total"] = round((time.perf_counter() - run.t0) * 1000.0, 3)
+    run.response = SearchResponse(
+        search_id=run.search_id,
+        raw_queries=list(run.request.queries),
+        rewritten_queries=rewritten,
+        rewrite_status=run.rewrite_status,  # type: ignore[arg-type]
+        results=results,
+        empty_reason=reason,
+        timings_ms=dict(run.timings),
+    )
+    return run.response
+
+
+def _counterpart(
+    rt: Runtime, record: Record, partners: list[str], run: SearchRun, by_id: dict[str, Candidate]
+) -> Candidate | None:
+    """The eligible conflict partner with authority over a provisional record, if any."""
+    from retold.policy.lifecycle import has_authority
+
+    best = None
+    for partner_id in partners:
+        partner = run.records.get(partner_id)
+        if partner is None or not partner.is_active:
+            continue
+        stronger = partner.status == "confirmed" or has_authority(partner, record, rt.config)
+        if stronger and (best is None or has_authority(partner, best, rt.config)):
+            best = partner
+    if best is None:
+        return None
+    existing = by_id.get(best.id)
+    if existing is not None:
+        return existing  # real generator evidence
+    return Candidate(best.id, None, None, None, None, None, 0.0, 0, None, 0.0, None, None, None)
+
+
+def _empty_reason(rt: Runtime, run: SearchRun, budget_out: list[str]) -> str:
+    floors = rt.config.retrieval.gate.floors_for(run.request.trigger)
+    if run.kept and budget_out:
+        return "every relevant record exceeded the token budget"
+    if run.reranked is not None and not run.kept:
+        return f"every shortlisted record fell below the reranker floor {rt.config.reranker.floor}"
+    return empty_reason(run.candidates, run.subjects, floors, len(run.eligible))
+
+
+def _log_row(
+    rt: Runtime,
+    run: SearchRun,
+    results: list[SearchResult],
+    reason: str | None,
+    budget_out: list[str],
+    timings: dict[str, float],
+) -> dict[str, Any]:
+    req = run.request
+    cfg = rt.config
+    floors = cfg.retrieval.gate.floors_for(req.trigger)
+    explanations: list[Any] = [dataclasses.asdict(r.explanation) for r in results]
+    if reason is not None:
+        explanations.append({"empty_reason": reason})
+    return {
+        "id": run.search_id,
+        "at": run.started_at,
+        "agent_id": run.principal.agent_id,
+        "user_id": run.principal.user_id,
+        "session_id": run.principal.session_id,
+        "trigger": req.trigger,
+        "request": {
+            "queries": req.queries,
+            "types": req.types,
+            "entities": req.entities,
+            "since": req.since,
+            "until": req.until,
+            "k": req.k,
+            "include_history": req.include_history,
+        },
+        "context": req.context,
+        "rewrite_status": run.rewrite_status,
+        "rewritten_queries": run.queries if run.rewrite_status in ("applied", "unchanged") else None,
+        "readable_scopes": [str(s) for s in run.scopes],
+        "dense": [[rid, rank, round(cos, 4)] for rank, (rid, cos) in enumerate(run.dense, start=1)],
+        "lexical": [
+            [
+                h.record_id,
+                h.rank,
+                round(h.bm25, 4),
+                [[t.value, t.is_identifier, t.is_entity_alias] for t in h.match.terms],
+                h.match.total_terms,
+            ]
+            for h in run.lexical
+        ],
+        "entity": [[h.record_id, h.rank, h.entity_id] for h in run.entity],
+        "fused": run.fused_log,
+        "freshness": [
+            [c.record_id, round(c.freshness_multiplier, 4)]
+            for c in run.candidates
+            if c.freshness_multiplier is not None
+        ],
+        "gated_out": [list(x) for x in run.gated_out],
+        "deduped_out": [list(x) for x in run.deduped_out],
+        "reranked": run.reranked,
+        "reranked_out": run.reranked_out,
+        "rerank_status": run.rerank_status,
+        "rerank_error": run.rerank_error,
+        "budget_out": budget_out,
+        "returned": [r.record.id for r in results],
+        "explanations": explanations,
+        "config_flags": {
+            "embedding_model": getattr(rt.embedder, "name", None),
+            "embedding_version": getattr(rt.embedder, "version", None),
+            "rewrite_enabled": cfg.retrieval.rewrite.enabled,
+            "reranker_enabled": cfg.reranker.enabled,
+            "reranker_mode": cfg.reranker.mode,
+            "index_refresh": run.index_refresh,
+            "gate": {
+                "dense_floor": floors.dense_floor.model_dump(),
+                "lexical_min_term_fraction": floors.lexical_min_term_fraction,
+                "lexical_min_matched_terms": floors.lexical_min_matched_terms,
+                "relative_floor": floors.relative_floor,
+                "exclude_source_kinds": list(floors.exclude_source_kinds),
+            },
+            "dedup_cosine": cfg.retrieval.dedup_cosine,
+            "rrf_k": cfg.retrieval.rrf_k,
+        },
+        "warm": run.warm,
+        "timings_ms": timings,
+    }

@@ -1,0 +1,115 @@
+"""SQL for the lexical and entity candidate generators (spec §10.2): FTS5 and alias lookups.
+
+Every method joins the caller's eligible set through a temporary table (``Database.temp_ids``)
+and applies its limit after that join: an ``IN (?, ...)`` list would run out of bound
+parameters on a large store, and a limit applied before the join would let ineligible
+rows take the slots.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from retold.models import Scope
+from retold.store.database import Database
+from retold.util import Clock
+
+__all__ = ["SearchMixin"]
+
+# BM25 column weights in records_fts column order: record_id (unindexed), content, subject, aliases.
+_BM25 = "bm25(records_fts, 0.0, 1.0, 2.0, 3.0)"
+
+
+class SearchMixin:
+    db: Database
+    clock: Clock
+
+    async def fts_search(
+        self, match: str, eligible: Iterable[str], k: int
+    ) -> list[tuple[str, float, str, str, str]]:
+        """(record_id, score, content, subject, aliases) of the best ``k`` eligible FTS matches.
+
+        ``match`` is an FTS5 expression built by ``retrieve.lexical.fts_query`` and is bound
+        as a parameter. ``score`` is ``-bm25(...)`` with weights 1 content, 2 subject,
+        3 aliases, so higher is better; rows come best first, ties by record id.
+        """
+        if not match or k <= 0:
+            return []
+        async with self.db.temp_ids(eligible) as table:
+            rows = await self.db.fetchall(
+                f"""SELECT records_fts.record_id, -{_BM25} AS score,
+                           records_fts.content, records_fts.subject, records_fts.aliases
+                      FROM records_fts JOIN {table} e ON e.id = records_fts.record_id
+                     WHERE records_fts MATCH ?
+                     ORDER BY {_BM25}, records_fts.record_id
+                     LIMIT ?""",
+                (match, k),
+            )
+        return [(r[0], float(r[1]), r[2] or "", r[3] or "", r[4] or "") for r in rows]
+
+    async def resolve_aliases(self, aliases: Sequence[str], scopes: Sequence[Scope]) -> dict[str, list[str]]:
+        """Map each normalised alias to the live entities in ``scopes`` that own it, in one query.
+
+        Merges are followed to the survivor (a recursive step per hop), and both the aliased
+        entity and its survivor must be in ``scopes`` with status provisional or confirmed.
+        An alias stored with a typographic apostrophe (’) also matches a folded ``'``
+        candidate. Aliases without a match are absent; ids are sorted per alias.
+        """
+        if not aliases or not scopes:
+            return {}
+        readable = {(s.kind, s.id) for s in scopes}
+        async with self.db.temp_ids(aliases) as table:
+            rows = await self.db.fetchall(
+                f"""WITH RECURSIVE hop(alias, start_kind, start_id, entity_id, depth) AS (
+                        SELECT t.id, e.scope_kind, e.scope_id, e.id, 0
+                          FROM {table} t
+                          JOIN entity_aliases a ON a.alias_norm IN (t.id, replace(t.id, '''', ?))
+                          JOIN entities e ON e.id = a.entity_id
+                        UNION
+                        SELECT h.alias, h.start_kind, h.start_id, e.merged_into, h.depth + 1
+                          FROM hop h JOIN entities e ON e.id = h.entity_id
+                         WHERE e.status = 'merged' AND e.merged_into IS NOT NULL AND h.depth < 32
+                    )
+                    SELECT DISTINCT h.alias, h.start_kind, h.start_id, e.id, e.scope_kind, e.scope_id
+                      FROM hop h JOIN entities e ON e.id = h.entity_id
+                     WHERE e.status IN ('provisional', 'confirmed')
+                     ORDER BY h.alias, e.id""",
+                ("\u2019",),
+            )
+        order = {alias: i for i, alias in enumerate(aliases)}
+        found: dict[str, list[str]] = {}
+        for alias, start_kind, start_id, entity_id, kind, scope_id in rows:
+            if (start_kind, start_id) in readable and (kind, scope_id) in readable:
+                ids = found.setdefault(alias, [])
+                if entity_id not in ids:
+                    ids.append(entity_id)
+        return dict(sorted(found.items(), key=lambda item: order.get(item[0], len(order))))
+
+    async def records_for_entities(
+        self, entity_ids: Iterable[str], eligible: Iterable[str], k: int
+    ) -> list[tuple[str, str, str]]:
+        """(record_id, entity_id, role) for up to ``k`` eligible records linked to the entities.
+
+        One row per record, under its best link (``about`` before ``mentions``, then entity
+        id); records with an ``about`` link come first, then the most recent by event time.
+        The CROSS JOIN makes SQLite start from the few matched entities and use
+        ``record_entities_by_entity`` instead of scanning every link.
+        """
+        if k <= 0:
+            return []
+        async with self.db.temp_ids(entity_ids) as wanted, self.db.temp_ids(eligible) as allowed:
+            rows = await self.db.fetchall(
+                f"""SELECT record_id, entity_id, role FROM (
+                        SELECT l.record_id, l.entity_id, l.role, r.event_at, r.created_at,
+                               row_number() OVER (PARTITION BY l.record_id
+                                                  ORDER BY l.role = 'mentions', l.entity_id) AS pick
+                          FROM {wanted} w
+                          CROSS JOIN record_entities l ON l.entity_id = w.id
+                          JOIN {allowed} a ON a.id = l.record_id
+                          JOIN records r ON r.id = l.record_id)
+                     WHERE pick = 1
+                     ORDER BY role = 'mentions', event_at DESC, created_at DESC, record_id DESC
+                     LIMIT ?""",
+                (k,),
+            )
+        return [(r[0], r[1], r[2]) for r in rows]

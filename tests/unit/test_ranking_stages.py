@@ -1,0 +1,171 @@
+"""Fusion, freshness, gate, duplicate collapse and budget (spec §10.3–§10.8) as pure functions."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from retold.config import Config
+from retold.models import Candidate, GeneratorHit, LexicalMatch, LexicalTerm
+from retold.retrieve.budget import fill_budget, record_tokens
+from retold.retrieve.dedup import collapse_duplicates
+from retold.retrieve.freshness import apply_freshness
+from retold.retrieve.fusion import fuse, rrf
+from retold.retrieve.gate import GateSubject, empty_reason, gate
+
+from .factories import MakeRecord
+
+FLOORS = Config().retrieval.gate.floors_for("tool")
+AUTO = Config().retrieval.gate.floors_for("auto")
+
+
+def cand(
+    rid: str,
+    *,
+    dense: float | None = None,
+    lex: tuple[int, int, tuple[str, ...]] | None = None,
+    entity: str | None = None,
+    score: float = 0.01,
+) -> Candidate:
+    """A candidate with the given signals; ``lex`` is (matched, total, flags) with flags in {id, alias}."""
+    match = None
+    if lex is not None:
+        matched, total, flags = lex
+        terms = tuple(
+            LexicalTerm(f"t{i}", "id" in flags and i == 0, "alias" in flags and i == 0)
+            for i in range(matched)
+        )
+        match = LexicalMatch(terms, total)
+    return Candidate(
+        rid,
+        GeneratorHit(1, dense) if dense is not None else None,
+        GeneratorHit(1, 5.0) if lex else None,
+        match,
+        GeneratorHit(1, 0.0) if entity else None,
+        entity,
+        score,
+        1,
+        None,
+        score,
+        None,
+        None,
+        None,
+    )
+
+
+SEM = GateSubject("semantic", "user_statement")
+EPI = GateSubject("episodic", "user_statement")
+
+
+def test_rrf_handles_an_empty_generator() -> None:
+    assert list(rrf([[], ["a", "b"], []], 60)) == ["a", "b"]
+    fused = fuse([], [("a", 3.0, LexicalMatch((), 1))], [], 60)
+    assert [c.record_id for c in fused] == ["a"] and fused[0].dense is None
+
+
+def test_rrf_sums_reciprocal_ranks_across_generators() -> None:
+    scores = rrf([["a", "b"], ["b"], ["b", "a"]], 60)
+    assert list(scores) == ["b", "a"]
+    assert abs(scores["b"] - (1 / 62 + 1 / 61 + 1 / 61)) < 1e-12
+
+
+def test_per_type_dense_floor_is_named_in_the_reason() -> None:
+    kept, out = gate([cand("e", dense=0.42), cand("s", dense=0.42)], {"e": EPI, "s": SEM}, FLOORS)
+    assert [c.record_id for c in kept] == ["e"]
+    assert out[0][0] == "s" and "dense 0.42 < 0.45 (semantic)" in out[0][1]
+
+
+def test_lexical_rules_plain_word_identifier_two_words_and_alias() -> None:
+    subjects = {r: SEM for r in "abcd"}
+    one_plain = cand("a", lex=(1, 1, ()))
+    one_identifier = cand("b", lex=(1, 1, ("id",)))
+    two_plain = cand("c", lex=(2, 2, ()))
+    one_alias = cand("d", lex=(1, 1, ("alias",)))
+    kept, out = gate([one_plain, one_identifier, two_plain, one_alias], subjects, FLOORS)
+    assert {c.record_id for c in kept} == {"b", "c", "d"}
+    assert [r for r, _ in out] == ["a"] and "1 matched < 2" in out[0][1]
+
+
+def test_relative_floor_within_channel_groups_and_the_entity_exemption() -> None:
+    subjects = {r: SEM for r in ("strong", "weak", "ent", "corroborated")}
+    corroborated = cand("corroborated", dense=0.9, lex=(2, 2, ()), score=0.033)
+    strong = cand("strong", dense=0.9, score=0.016)
+    weak = cand("weak", dense=0.5, score=0.007)
+    ent = cand("ent", entity="e1", score=0.007)
+    kept, out = gate([corroborated, strong, weak, ent], subjects, FLOORS)
+    assert [c.record_id for c in kept] == ["corroborated", "strong", "ent"]
+    assert out == [("weak", out[0][1])] and out[0][1].startswith("step 2:")
+
+
+def test_a_single_survivor_is_never_dropped_by_the_relative_floor() -> None:
+    kept, out = gate([cand("only", dense=0.5, score=0.0001)], {"only": SEM}, FLOORS)
+    assert [c.record_id for c in kept] == ["only"] and out == []
+
+
+def test_auto_trigger_excludes_session_summaries_before_the_floors() -> None:
+    summary = GateSubject("episodic", "session_summary")
+    kept, out = gate([cand("s", dense=0.99, entity="e")], {"s": summary}, AUTO)
+    assert kept == [] and "session_summary" in out[0][1]
+
+
+def test_empty_reason_names_every_missed_floor_with_the_type() -> None:
+    best = cand("a", dense=0.38, lex=(1, 4, ()), score=0.02)
+    other = cand("b", dense=0.2, score=0.01)
+    kept, _ = gate([best, other], {"a": SEM, "b": SEM}, FLOORS)
+    assert kept == []
+    reason = empty_reason([best, other], {"a": SEM, "b": SEM}, FLOORS, eligible=2)
+    assert reason == (
+        "best dense 0.38 < 0.45 (semantic); best lexical 1/4 terms < 0.5 of the query; no entity match"
+    )
+    assert empty_reason([], {}, FLOORS, eligible=0).startswith("no eligible records")
+
+
+def test_episodic_records_decay_and_semantic_do_not(make_record: MakeRecord, clock) -> None:  # type: ignore[no-untyped-def]
+    old_episode = make_record(type="episodic", event_at=clock.now() - timedelta(days=30))
+    old_fact = make_record(type="semantic", event_at=clock.now() - timedelta(days=300))
+    records = {old_episode.id: old_episode, old_fact.id: old_fact}
+    cands = [cand(old_episode.id, score=0.02), cand(old_fact.id, score=0.02)]
+    out = apply_freshness(cands, records, clock.now(), Config().retrieval.freshness)
+    by_id = {c.record_id: c for c in out}
+    assert abs(by_id[old_episode.id].freshness_multiplier - 0.5) < 1e-9  # type: ignore[operator]
+    assert by_id[old_fact.id].freshness_multiplier is None and by_id[old_fact.id].score == 0.02
+    skipped = apply_freshness(cands, records, clock.now(), Config().retrieval.freshness, skip=True)
+    assert all(c.freshness_multiplier is None for c in skipped)
+
+
+def test_duplicate_collapse_keeps_the_higher_ranked_record() -> None:
+    cos = {("b", "a"): 0.95, ("c", "a"): 0.5}
+    kept, dropped = collapse_duplicates(
+        [cand("a"), cand("b"), cand("c")], lambda x, y: cos.get((x, y), 0.0), 0.92
+    )
+    assert [c.record_id for c in kept] == ["a", "c"] and dropped == [("b", "a", 0.95)]
+
+
+def test_budget_never_truncates_and_skips_what_does_not_fit(make_record: MakeRecord) -> None:
+    long = make_record(content="x" * 4000)
+    short = make_record(content="short fact")
+    records = {long.id: long, short.id: short}
+    admitted, out = fill_budget(
+        [cand(long.id), cand(short.id)], records, lambda r: None, k=8, token_budget=200
+    )
+    assert [a.candidate.record_id for a in admitted] == [short.id] and out == [long.id]
+    assert records[long.id].content == "x" * 4000
+    assert admitted[0].tokens_used == record_tokens(short)
+
+
+def test_authority_counterpart_that_outranks_its_conflict_keeps_its_place_under_k_1(
+    make_record: MakeRecord,
+) -> None:
+    confirmed = make_record(content="Aditya prefers concise answers.")
+    provisional = make_record(content="Aditya prefers detailed answers.", status="provisional")
+    records = {confirmed.id: confirmed, provisional.id: provisional}
+    top, second = cand(confirmed.id, score=0.03), cand(provisional.id, score=0.02)
+    admitted, out = fill_budget(
+        [top, second], records, lambda r: top if r.id == provisional.id else None, k=1, token_budget=1500
+    )
+    assert [a.candidate.record_id for a in admitted] == [confirmed.id] and out == [provisional.id]
+    # When the provisional record ranks first, its counterpart is pulled in front of it as a pair.
+    admitted, _ = fill_budget(
+        [second, top], records, lambda r: top if r.id == provisional.id else None, k=1, token_budget=1500
+    )
+    assert [a.candidate.record_id for a in admitted] == [confirmed.id, provisional.id]
+    assert admitted[0].counterpart_of == provisional.id
