@@ -23,7 +23,7 @@ between filtering and scoring.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sized
+from collections.abc import Iterable, Set, Sized
 from dataclasses import dataclass
 from itertools import repeat
 from typing import TYPE_CHECKING, Literal
@@ -355,6 +355,8 @@ class VectorIndex:
         with self._lock:
             state = self._state
             used = len(state.ids)
+            if isinstance(eligible_ids, Set) and len(eligible_ids) * _FULL_SCAN_SHARE >= used > 0:
+                return self._search_dense_set(state, used, queries, eligible_ids, k)
             lookups = map(state.pos.get, eligible_ids, repeat(-1))
             count = len(eligible_ids) if isinstance(eligible_ids, Sized) else -1
             rows = np.fromiter(lookups, dtype=np.intp, count=count)
@@ -383,6 +385,37 @@ class VectorIndex:
             ]
         found.sort(key=lambda hit: (-hit[1], hit[0]))
         return found[:k]
+
+    @staticmethod
+    def _search_dense_set(
+        state: _State, used: int, queries: np.ndarray, eligible: Set[str], k: int
+    ) -> list[tuple[str, float]]:
+        """Score every live row, then walk the best rows checking set membership.
+
+        For an eligible set covering most of the index, mapping every eligible id to its
+        row costs more than the multiply itself; checking only the best-scoring rows against
+        the set is exact and touches O(k) ids in the common case. The caller holds the lock.
+        """
+        best = (state.matrix[:used] @ queries.T).max(axis=1)
+        best[~state.live[:used]] = -np.inf
+        window = min(used, max(4 * k, 64))
+        while True:
+            top = np.argpartition(-best, window - 1)[:window] if window < used else np.arange(used)
+            hits = [
+                (state.ids[row], float(np.clip(best[row], -1.0, 1.0)))
+                for row in top
+                if np.isfinite(best[row]) and state.ids[row] in eligible
+            ]
+            if len(hits) >= k or window >= used:
+                break
+            window = min(used, window * 4)
+        if len(hits) > k:
+            # Keep everything tied with the k-th score so the id tie-break decides, as below.
+            hits.sort(key=lambda hit: -hit[1])
+            kth = hits[k - 1][1]
+            hits = [h for h in hits if h[1] >= kth]
+        hits.sort(key=lambda hit: (-hit[1], hit[0]))
+        return hits[:k]
 
     def vector_for(self, record_id: str) -> np.ndarray | None:
         """A copy of the record's normalised vector, or None when it is not indexed or removed."""

@@ -74,6 +74,8 @@ class Database:
             "PRAGMA foreign_keys = ON",
             "PRAGMA synchronous = NORMAL",
             "PRAGMA secure_delete = ON",
+            # Id sets for joins live in temporary tables; keep them off the disk.
+            "PRAGMA temp_store = MEMORY",
         ):
             await conn.execute_fetchall(pragma)
         return conn

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 
 from retold.models import Scope
 from retold.store.database import Database
+from retold.store.eligible import EligibleSet
 from retold.util import Clock
 
 __all__ = ["SearchMixin"]
@@ -35,16 +36,22 @@ class SearchMixin:
         """
         if not match or k <= 0:
             return []
-        async with self.db.temp_ids(eligible) as table:
-            rows = await self.db.fetchall(
-                f"""SELECT records_fts.record_id, -{_BM25} AS score,
+        query = f"""SELECT records_fts.record_id, -{_BM25} AS score,
                            records_fts.content, records_fts.subject, records_fts.aliases
-                      FROM records_fts JOIN {table} e ON e.id = records_fts.record_id
+                      FROM records_fts {{join}}
                      WHERE records_fts MATCH ?
                      ORDER BY {_BM25}, records_fts.record_id
-                     LIMIT ?""",
-                (match, k),
-            )
+                     LIMIT ?"""
+        by_predicate = (
+            eligible.join_clause("records_fts.record_id") if isinstance(eligible, EligibleSet) else None
+        )
+        if by_predicate is not None:
+            join, params = by_predicate
+            rows = await self.db.fetchall(query.format(join=join), (*params, match, k))
+        else:
+            async with self.db.temp_ids(eligible) as table:
+                join = f"JOIN {table} e ON e.id = records_fts.record_id"
+                rows = await self.db.fetchall(query.format(join=join), (match, k))
         return [(r[0], float(r[1]), r[2] or "", r[3] or "", r[4] or "") for r in rows]
 
     async def resolve_aliases(self, aliases: Sequence[str], scopes: Sequence[Scope]) -> dict[str, list[str]]:
@@ -97,19 +104,23 @@ class SearchMixin:
         """
         if k <= 0:
             return []
-        async with self.db.temp_ids(entity_ids) as wanted, self.db.temp_ids(eligible) as allowed:
-            rows = await self.db.fetchall(
-                f"""SELECT record_id, entity_id, role FROM (
+        query = """SELECT record_id, entity_id, role FROM (
                         SELECT l.record_id, l.entity_id, l.role, r.event_at, r.created_at,
                                row_number() OVER (PARTITION BY l.record_id
                                                   ORDER BY l.role = 'mentions', l.entity_id) AS pick
                           FROM {wanted} w
                           CROSS JOIN record_entities l ON l.entity_id = w.id
-                          JOIN {allowed} a ON a.id = l.record_id
-                          JOIN records r ON r.id = l.record_id)
+                          {join})
                      WHERE pick = 1
                      ORDER BY role = 'mentions', event_at DESC, created_at DESC, record_id DESC
-                     LIMIT ?""",
-                (k,),
-            )
+                     LIMIT ?"""
+        by_predicate = eligible.join_clause("l.record_id") if isinstance(eligible, EligibleSet) else None
+        async with self.db.temp_ids(entity_ids) as wanted:
+            if by_predicate is not None:
+                join, params = by_predicate
+                rows = await self.db.fetchall(query.format(wanted=wanted, join=join), (*params, k))
+            else:
+                async with self.db.temp_ids(eligible) as allowed:
+                    join = f"JOIN {allowed} a ON a.id = l.record_id JOIN records r ON r.id = l.record_id"
+                    rows = await self.db.fetchall(query.format(wanted=wanted, join=join), (k,))
         return [(r[0], r[1], r[2]) for r in rows]

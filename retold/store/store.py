@@ -23,7 +23,9 @@ import numpy as np
 from retold.errors import InvalidArgumentError, MigrationIssuesError, NotFoundError
 from retold.models import ACTIVE_STATUSES, Record, Scope
 from retold.store.audit import AuditMixin
+from retold.store.bulk import FTS_ROW_SQL, BulkMixin
 from retold.store.database import Database
+from retold.store.eligible import EligibleSet
 from retold.store.entities import EntitiesMixin, SessionsMixin
 from retold.store.migrations import LATEST_VERSION, current_version, migrate
 from retold.store.rows import RECORD_COLUMNS, record_from_row, record_to_params, to_sql
@@ -44,7 +46,7 @@ _FTS_COLUMNS = frozenset({"content", "subject"})
 _HISTORY_STATUSES = ("provisional", "confirmed", "superseded", "expired")
 
 
-class Store(AuditMixin, EntitiesMixin, SessionsMixin, VectorsMixin, SearchMixin):
+class Store(AuditMixin, EntitiesMixin, SessionsMixin, VectorsMixin, SearchMixin, BulkMixin):
     """Async CRUD over the schema of spec §3. Open with ``await Store.open(path)``."""
 
     def __init__(self, db: Database, clock: Clock) -> None:
@@ -139,7 +141,7 @@ class Store(AuditMixin, EntitiesMixin, SessionsMixin, VectorsMixin, SearchMixin)
                     "INSERT OR REPLACE INTO record_entities(record_id, entity_id, role) VALUES (?, ?, ?)",
                     (record.id, entity_id, role),
                 )
-            await self._write_fts(record.id)
+            await self._write_fts(record.id, fresh=True)
         record.index_version = version
         # The order get_records reads back: about links (the primary entity) first, then mentions.
         record.entity_ids = [e for e, role in sorted(links, key=lambda link: link[1] == "mentions")]
@@ -287,18 +289,16 @@ class Store(AuditMixin, EntitiesMixin, SessionsMixin, VectorsMixin, SearchMixin)
         )
         return [(r[0], r[1]) for r in rows]
 
-    async def _write_fts(self, record_id: str) -> None:
-        """(Re)write the record's FTS row from its content, subject and linked entities' aliases."""
-        await self.db.execute("DELETE FROM records_fts WHERE record_id = ?", (record_id,))
-        await self.db.execute(
-            """INSERT INTO records_fts(record_id, content, subject, aliases)
-               SELECT r.id, r.content, r.subject,
-                      coalesce((SELECT group_concat(a.alias_norm, ' ')
-                                  FROM record_entities l JOIN entity_aliases a ON a.entity_id = l.entity_id
-                                 WHERE l.record_id = r.id), '')
-                 FROM records r WHERE r.id = ? AND r.status != 'deleted'""",
-            (record_id,),
-        )
+    async def _write_fts(self, record_id: str, *, fresh: bool = False) -> None:
+        """(Re)write the record's FTS row from its content, subject and linked entities' aliases.
+
+        ``fresh`` (a record inserted in this transaction) skips the delete: FTS5 cannot index
+        the UNINDEXED ``record_id`` column, so the delete scans the table and is kept for the
+        rare rewrite (content change, forget, merge, alias change).
+        """
+        if not fresh:
+            await self.db.execute("DELETE FROM records_fts WHERE record_id = ?", (record_id,))
+        await self.db.execute(FTS_ROW_SQL, (record_id,))
 
     async def rewrite_fts(self, record_ids: Iterable[str]) -> None:
         """Rebuild FTS rows after their entities' aliases changed (alias added, entities merged)."""
@@ -321,42 +321,44 @@ class Store(AuditMixin, EntitiesMixin, SessionsMixin, VectorsMixin, SearchMixin)
         include_history: bool = False,
         exclude_source_kinds: Sequence[str] = (),
         within: Iterable[str] | None = None,
-    ) -> set[str]:
+    ) -> EligibleSet:
         """Ids a search may rank: readable scope, live status, unexpired, wanted type and time.
 
         This is the hard filter of spec §10 step 3: it runs before any ranking, so no
         generator can see a record outside it. ``include_history`` admits superseded
-        and expired rows (never deleted ones) regardless of ``expires_at``.
+        and expired rows (never deleted ones) regardless of ``expires_at``. The returned
+        set also carries the SQL predicate that selected it (see :class:`EligibleSet`).
         """
         if not scopes:
-            return set()
+            return EligibleSet()
         statuses = _HISTORY_STATUSES if include_history else ACTIVE_STATUSES
         scope_sql = " OR ".join("(r.scope_kind = ? AND r.scope_id = ?)" for _ in scopes)
         params: list[Any] = [v for s in scopes for v in (s.kind, s.id)]
-        sql = f"SELECT r.id FROM records r{{join}} WHERE ({scope_sql})"
-        sql += f" AND r.status IN ({', '.join('?' for _ in statuses)})"
+        where = f"({scope_sql}) AND r.status IN ({', '.join('?' for _ in statuses)})"
         params += statuses
         if not include_history:
-            sql += " AND (r.expires_at IS NULL OR r.expires_at > ?)"
+            where += " AND (r.expires_at IS NULL OR r.expires_at > ?)"
             params.append(format_ts(now))
         if types:
-            sql += f" AND r.type IN ({', '.join('?' for _ in types)})"
+            where += f" AND r.type IN ({', '.join('?' for _ in types)})"
             params += list(types)
         if exclude_source_kinds:
-            sql += f" AND r.source_kind NOT IN ({', '.join('?' for _ in exclude_source_kinds)})"
+            where += f" AND r.source_kind NOT IN ({', '.join('?' for _ in exclude_source_kinds)})"
             params += list(exclude_source_kinds)
         if since is not None:
-            sql += " AND r.event_at >= ?"
+            where += " AND r.event_at >= ?"
             params.append(format_ts(since))
         if until is not None:
-            sql += " AND r.event_at <= ?"
+            where += " AND r.event_at <= ?"
             params.append(format_ts(until))
         if within is None:
-            rows = await self.db.fetchall(sql.format(join=""), params)
-        else:
-            async with self.db.temp_ids(within) as table:
-                rows = await self.db.fetchall(sql.format(join=f" JOIN {table} w ON w.id = r.id"), params)
-        return {r[0] for r in rows}
+            rows = await self.db.fetchall(f"SELECT r.id FROM records r WHERE {where}", params)
+            return EligibleSet((r[0] for r in rows), where=where, params=tuple(params))
+        async with self.db.temp_ids(within) as table:
+            rows = await self.db.fetchall(
+                f"SELECT r.id FROM records r JOIN {table} w ON w.id = r.id WHERE {where}", params
+            )
+        return EligibleSet(r[0] for r in rows)
 
     # --- conflicts ----------------------------------------------------------------------------
 

@@ -17,11 +17,44 @@ ROOT = Path(__file__).parents[2]
 def test_write_latency_benchmark_runs(tmp_path: Path) -> None:
     out = tmp_path / "write.json"
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "write_latency.py"), "--records", "20", "--writes", "6",
-         "--json", str(out)],
-        capture_output=True, text=True, timeout=300, cwd=ROOT,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "write_latency.py"),
+            "--records",
+            "20",
+            "--writes",
+            "6",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "embedding share of total write time" in proc.stdout
     data = json.loads(out.read_text())
     assert data["writes"] == 6 and data["summary"]["all"]["total"]["n"] == 6
+
+
+def test_search_latency_benchmark_runs(tmp_path: Path) -> None:
+    out = tmp_path / "search.json"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "search_latency.py"),
+            "--quick",
+            "--only",
+            "scale",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    data = json.loads(out.read_text())
+    assert data["scale"]["wall"]["p50"] > 0 and "graph" in data["scale"]

@@ -104,9 +104,15 @@ async def _seed(db: Path) -> str:
 
 async def _person(store: Store) -> str:
     entity = Entity(
-        id="e1", kind="person", canonical="Aditya", scope=Scope("user", "u1"), status="confirmed",
-        merged_into=None, aliases=["aditya"], created_at=FakeClock().now(),
-    )  # fmt: skip
+        id="e1",
+        kind="person",
+        canonical="Aditya",
+        scope=Scope("user", "u1"),
+        status="confirmed",
+        merged_into=None,
+        aliases=["aditya"],
+        created_at=FakeClock().now(),
+    )
     await store.insert_entity(entity)
     return entity.id
 
@@ -114,13 +120,33 @@ async def _person(store: Store) -> str:
 def _record(entity: str, content: str, scope: Scope, **extra: object) -> Record:
     now = FakeClock().now()
     fields = dict(
-        id=new_id(), type="semantic", version=1, content=content, subject=f"{entity}/answer_style",
-        subject_entity_id=entity, attribute="answer_style", scope=scope, source_kind="user_statement",
-        source_ref="session:s1<turn:1>", creator_agent_id="planner", evidence=content, created_at=now,
-        event_at=now, expires_at=None, valid_from=None, valid_until=None, review_at=None,
-        review_flagged_at=None, confidence=0.95, status="confirmed", supersedes_id=None,
-        reinforcements=0, last_reinforced_at=None, tags=["style"], entity_ids=[],
-    )  # fmt: skip
+        id=new_id(),
+        type="semantic",
+        version=1,
+        content=content,
+        subject=f"{entity}/answer_style",
+        subject_entity_id=entity,
+        attribute="answer_style",
+        scope=scope,
+        source_kind="user_statement",
+        source_ref="session:s1<turn:1>",
+        creator_agent_id="planner",
+        evidence=content,
+        created_at=now,
+        event_at=now,
+        expires_at=None,
+        valid_from=None,
+        valid_until=None,
+        review_at=None,
+        review_flagged_at=None,
+        confidence=0.95,
+        status="confirmed",
+        supersedes_id=None,
+        reinforcements=0,
+        last_reinforced_at=None,
+        tags=["style"],
+        entity_ids=[],
+    )
     fields.update(extra)
     return Record(**fields)  # type: ignore[arg-type]
 
@@ -146,8 +172,11 @@ async def _legacy_store(db: Path) -> None:
             "INSERT INTO entities(id, kind, canonical, scope_kind, scope_id, status, created_at) VALUES "
             "('e1','person','Aditya','user','u1','confirmed','2025-01-01T00:00:00.000000Z')"
         )
-        for rid, subject, about in (("r1", "aditya/Answer Style", True), ("r2", "aditya/x", False),
-                                    ("r3", "aditya/", True)):  # fmt: skip
+        for rid, subject, about in (
+            ("r1", "aditya/Answer Style", True),
+            ("r2", "aditya/x", False),
+            ("r3", "aditya/", True),
+        ):
             await database.execute(
                 "INSERT INTO records(id, type, content, subject, scope_kind, scope_id, source_kind, "
                 "creator_agent_id, created_at, event_at, confidence, status) VALUES "
@@ -181,8 +210,10 @@ def test_migrate_lists_unmapped_rows_and_exits_2_until_resolved(tmp_path: Path) 
     assert [(e["kind"], e["actor"]) for e in report["events"]] == [("record.status", "ops")]
     mapped = json.loads(run("get", "r1", "--store", db).stdout)["record"]
     assert (mapped["subject_entity_id"], mapped["attribute"], mapped["subject"]) == (
-        "e1", "answer_style", "e1/answer_style",
-    )  # fmt: skip
+        "e1",
+        "answer_style",
+        "e1/answer_style",
+    )
 
 
 def test_migrate_allow_unmapped_acknowledges(tmp_path: Path) -> None:
@@ -193,3 +224,43 @@ def test_migrate_allow_unmapped_acknowledges(tmp_path: Path) -> None:
     report = json.loads(run("get", "r2", "--store", db).stdout)
     assert report["record"]["status"] == "confirmed"  # acknowledged, not retired
     run("dump", "--scope", "user:u1", "--store", db)  # opens normally now
+
+
+async def _written_store(db: Path) -> str:
+    from retold.ingest.ingestor import WriteRequest
+    from retold.models import Principal
+
+    async with retold.open_runtime(db) as rt:
+        await rt.host.provision_user("u1", aliases=["Aditya"])
+        await rt.host.grant("planner", Scope("user", "u1"), read=True, write=True)
+        p = await rt.hooks.on_session_start(Principal("planner", "u1", "s1"))
+        said = "I prefer concise answers without any preamble, please"
+        p = await rt.hooks.on_turn(p, "user", said)
+        result = await rt.ingestor.write(
+            p,
+            WriteRequest(
+                type="semantic",
+                content="Aditya prefers concise answers without preamble.",
+                scope=Scope("user", "u1"),
+                attribute="answer_style",
+                source_kind="user_statement",
+                evidence=said,
+            ),
+        )
+        assert result.ok
+        return result.record_id or ""
+
+
+def test_search_from_the_command_line_and_replay(tmp_path: Path) -> None:
+    db = tmp_path / "m.sqlite"
+    record_id = asyncio.run(_written_store(db))
+    out = run("search", "--agent", "planner", "--user", "u1", "concise answers", "--store", db).stdout
+    assert "Aditya prefers concise answers without preamble." in out and "search_log:" in out
+    row = json.loads(out.split("search_log:", 1)[1])
+    assert row["returned"] == [record_id] and row["trigger"] == "tool"
+    other = run("search", "--agent", "planner", "--user", "u2", "concise answers", "--store", db).stdout
+    assert "no relevant memory" in other and "Aditya prefers" not in other.split("search_log:")[0]
+    replay = json.loads(run("search", "--replay", row["id"], "--store", db).stdout)
+    assert replay["kept"] == [record_id]
+    missing = run("search", "--store", db, check_rc=2)
+    assert "--agent" in missing.stderr

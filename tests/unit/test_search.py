@@ -243,3 +243,25 @@ async def test_malformed_requests_are_refused_before_any_work(world: World) -> N
     ):
         with pytest.raises(InvalidArgumentError):
             await world.rt.search(world.p, bad)
+
+
+async def test_large_eligible_sets_give_the_same_results_through_the_predicate_join(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import retold.store.eligible as eligible
+
+    for i, text in enumerate(
+        [
+            "Aditya deploys on Fridays.",
+            "The billing service uses Postgres.",
+            "Aditya likes concise status updates.",
+        ]
+    ):
+        await world.write(text, attribute=f"fact_{i}", entities=[("person", "Aditya", "about")])
+    before = await search(world, "Aditya status updates Postgres", entities=["Aditya"])
+    monkeypatch.setattr(eligible, "TEMP_TABLE_MAX", 0)
+    after = await search(world, "Aditya status updates Postgres", entities=["Aditya"])
+    assert [r.record.id for r in before.results] == [r.record.id for r in after.results]
+    rows = [await log(world, s.search_id) for s in (before, after)]
+    assert [r[0] for r in rows[0]["lexical"]] == [r[0] for r in rows[1]["lexical"]]
+    assert [r[0] for r in rows[0]["entity"]] == [r[0] for r in rows[1]["entity"]]

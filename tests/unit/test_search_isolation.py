@@ -114,3 +114,26 @@ async def scenario(path: Path, records: list, grants: list, agent: str, user: st
 def test_no_channel_surfaces_an_unreadable_or_ineligible_record(records, grants, agent, user, query) -> None:  # type: ignore[no-untyped-def]
     with tempfile.TemporaryDirectory() as tmp:
         asyncio.run(scenario(Path(tmp) / "m.sqlite", records, grants, agent, user, query))
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    records=record_specs,
+    grants=grant_specs,
+    agent=st.sampled_from(AGENTS),
+    user=st.sampled_from(USERS),
+    query=st.lists(st.sampled_from(WORDS), min_size=1, max_size=4),
+)
+def test_the_predicate_join_for_large_eligible_sets_is_just_as_tight(
+    records, grants, agent, user, query
+) -> None:  # type: ignore[no-untyped-def]
+    """Large eligible sets join by the hard filter's predicate instead of a temp table; same guarantee."""
+    import retold.store.eligible as eligible
+
+    saved = eligible.TEMP_TABLE_MAX
+    eligible.TEMP_TABLE_MAX = 0
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            asyncio.run(scenario(Path(tmp) / "m.sqlite", records, grants, agent, user, query))
+    finally:
+        eligible.TEMP_TABLE_MAX = saved

@@ -1,0 +1,232 @@
+"""LoCoMo loading and ingest helpers shared by the LoCoMo benchmarks.
+
+LoCoMo (Maharana et al., ACL 2024, CC BY-NC 4.0) is read from the shared benchmark data,
+never copied into the repository: ``/work/shared/benchmarks/locomo/locomo10.json`` unless
+``RETOLD_LOCOMO`` names another file. Categories follow the official code's naming:
+1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop, 5 adversarial (unanswerable).
+
+One conversation is ingested into its own user scope ``user:<sample_id>`` as one episodic
+record per turn (``"<speaker>: <text>"``, with an image turn's ``blip_caption`` appended),
+``event_at`` = the session date, and the speaker linked ``about`` to a person entity of that
+scope whose alias is the speaker's name. Embedding runs batched in a worker thread and the
+rows go in through the store in one transaction, like ``benchmarks/write_latency.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from retold.models import Entity, Record, Scope
+from retold.util import new_id, normalize_alias
+
+if TYPE_CHECKING:
+    from retold.runtime import Runtime
+
+__all__ = [
+    "CATEGORY_NAMES",
+    "DEFAULT_PATH",
+    "Conversation",
+    "Ingested",
+    "Question",
+    "Turn",
+    "ingest_conversations",
+    "load_conversations",
+    "parse_session_date",
+    "turn_text",
+]
+
+DEFAULT_PATH = Path("/work/shared/benchmarks/locomo/locomo10.json")
+CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+_DATE = re.compile(r"^\s*(\d{1,2}):(\d{2})\s*([ap]m)\s+on\s+(\d{1,2})\s+([A-Za-z]+),?\s+(\d{4})\s*$", re.I)
+_DIA = re.compile(r"^D(\d+):(\d+)$")
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One dialogue turn: ``dia_id`` such as ``D3:7``, the speaker, and the text to store."""
+
+    dia_id: str
+    session: int
+    index: int
+    speaker: str
+    text: str
+    at: datetime
+
+    @property
+    def content(self) -> str:
+        """The record content: speaker-attributed, so lexical search sees the name."""
+        return f"{self.speaker}: {self.text}"
+
+
+@dataclass(frozen=True)
+class Question:
+    sample_id: str
+    question: str
+    answer: str | None  # None for category 5 (it has an adversarial answer instead)
+    evidence: tuple[str, ...]  # dia_ids; may include ids that resolve to no turn
+    category: int
+
+
+@dataclass(frozen=True)
+class Conversation:
+    sample_id: str
+    speakers: tuple[str, str]
+    turns: list[Turn]
+    questions: list[Question]
+
+    @property
+    def scope(self) -> Scope:
+        return Scope("user", self.sample_id)
+
+
+@dataclass
+class Ingested:
+    """What one ingested conversation maps to in the store."""
+
+    conversation: Conversation
+    record_of: dict[str, str] = field(default_factory=dict)  # dia_id -> record id
+    dia_of: dict[str, str] = field(default_factory=dict)  # record id -> dia_id
+    person_of: dict[str, str] = field(default_factory=dict)  # speaker -> person entity id
+
+    def gold(self, question: Question) -> set[str]:
+        """The record ids of the question's evidence turns that exist (some ids do not resolve)."""
+        return {self.record_of[d] for d in question.evidence if d in self.record_of}
+
+
+def parse_session_date(text: str) -> datetime:
+    """``"1:56 pm on 8 May, 2023"`` → ``2023-05-08 13:56 UTC`` (LoCoMo gives no zone; UTC is assumed)."""
+    m = _DATE.match(text)
+    if m is None:
+        raise ValueError(f"unrecognised LoCoMo session date {text!r}")
+    hour, minute, ampm, day, month, year = m.groups()
+    h = int(hour) % 12 + (12 if ampm.lower() == "pm" else 0)
+    month_no = datetime.strptime(month[:3].title(), "%b").month
+    return datetime(int(year), month_no, int(day), h, int(minute), tzinfo=UTC)
+
+
+def turn_text(turn: dict[str, Any]) -> str:
+    """The turn's text, with the image caption appended for an image turn."""
+    text = str(turn.get("text", "")).strip()
+    caption = turn.get("blip_caption")
+    if caption:
+        text = f"{text} [shared an image: {str(caption).strip()}]".strip()
+    return text
+
+
+def _sessions(conv: dict[str, Any]) -> list[int]:
+    return sorted(
+        int(k.split("_")[1]) for k, v in conv.items() if re.fullmatch(r"session_\d+", k) and isinstance(v, list)
+    )
+
+
+def _conversation(sample: dict[str, Any]) -> Conversation:
+    conv = sample["conversation"]
+    turns: list[Turn] = []
+    for s in _sessions(conv):
+        at = parse_session_date(conv[f"session_{s}_date_time"])
+        for i, raw in enumerate(conv[f"session_{s}"]):
+            dia = str(raw.get("dia_id", ""))
+            if not _DIA.match(dia):
+                continue
+            turns.append(Turn(dia, s, i, str(raw["speaker"]), turn_text(raw), at))
+    questions = [
+        Question(
+            sample_id=sample["sample_id"],
+            question=str(q["question"]),
+            answer=None if "answer" not in q else str(q["answer"]),
+            evidence=tuple(str(e) for e in q.get("evidence", [])),
+            category=int(q["category"]),
+        )
+        for q in sample.get("qa", [])
+    ]
+    return Conversation(sample["sample_id"], (conv["speaker_a"], conv["speaker_b"]), turns, questions)
+
+
+def load_conversations(path: Path | str | None = None, limit: int | None = None) -> list[Conversation]:
+    """The LoCoMo conversations in file order (the first ``limit`` when given)."""
+    source = Path(path or os.environ.get("RETOLD_LOCOMO") or DEFAULT_PATH)
+    if not source.exists():
+        raise FileNotFoundError(f"LoCoMo data not found at {source}; set RETOLD_LOCOMO to the locomo10.json path")
+    samples = json.loads(source.read_text())
+    if limit is not None:
+        samples = samples[:limit]
+    return [_conversation(s) for s in samples]
+
+
+def _record(turn: Turn, scope: Scope, person_id: str, now: datetime) -> Record:
+    return Record(
+        id=new_id(),
+        type="episodic",
+        version=1,
+        content=turn.content,
+        subject=f"{person_id}/-",
+        subject_entity_id=person_id,
+        attribute="-",
+        scope=scope,
+        source_kind="user_statement",
+        source_ref=f"locomo:{scope.id}:{turn.dia_id}",
+        creator_agent_id="locomo-ingest",
+        evidence=None,
+        created_at=now,
+        event_at=turn.at,
+        expires_at=None,
+        valid_from=None,
+        valid_until=None,
+        review_at=None,
+        review_flagged_at=None,
+        confidence=0.9,
+        status="confirmed",
+        supersedes_id=None,
+        reinforcements=0,
+        last_reinforced_at=None,
+        tags=["locomo"],
+        entity_ids=[person_id],
+    )
+
+
+async def ingest_conversations(rt: Runtime, conversations: Sequence[Conversation]) -> list[Ingested]:
+    """Ingest every conversation into its own user scope; one batched embedding call for all turns."""
+    texts = [t.content for c in conversations for t in c.turns]
+    vectors = await asyncio.to_thread(rt.embedder.embed_documents, texts) if texts else []
+    now = rt.clock.now()
+    out: list[Ingested] = []
+    n = 0
+    async with rt.store.transaction():
+        for conv in conversations:
+            ingested = Ingested(conv)
+            for speaker in dict.fromkeys(conv.speakers):
+                entity = Entity(
+                    id=new_id(),
+                    kind="person",
+                    canonical=speaker,
+                    scope=conv.scope,
+                    status="confirmed",
+                    merged_into=None,
+                    aliases=[normalize_alias(speaker)],
+                    created_at=now,
+                )
+                await rt.store.insert_entity(entity)
+                ingested.person_of[speaker] = entity.id
+            for turn in conv.turns:
+                person = ingested.person_of.get(turn.speaker)
+                if person is None:  # a speaker outside speaker_a/speaker_b: give them an entity too
+                    entity = Entity(new_id(), "person", turn.speaker, conv.scope, "confirmed", None,
+                                    [normalize_alias(turn.speaker)], now)  # fmt: skip
+                    await rt.store.insert_entity(entity)
+                    person = ingested.person_of[turn.speaker] = entity.id
+                record = _record(turn, conv.scope, person, now)
+                await rt.store.insert_record(record, links=[(person, "about")])
+                await rt.store.put_embedding(record.id, rt.embedder.name, rt.embedder.version, vectors[n])
+                n += 1
+                ingested.record_of[turn.dia_id] = record.id
+                ingested.dia_of[record.id] = turn.dia_id
+            out.append(ingested)
+    return out

@@ -1,0 +1,263 @@
+"""Search latency, warm and cold, per stage (spec §15; ARCHITECTURE §6).
+
+Three measurements, each from one run on this machine:
+
+* ``real``: a 1,000-record store with the real packaged embedder, two queries per search;
+* ``scale``: 50,000 synthetic records with ``FakeEmbedder(delay_s=0.025)`` standing in for
+  the model (target: p50 <= 35 ms in total, LangGraph <= 3 ms);
+* ``scaling``: the same synthetic setup at 10K / 50K / 200K records, p50 per stage.
+
+"graph" is the time not attributed to any stage: LangGraph's node dispatch plus glue.
+
+    python benchmarks/search_latency.py                 # everything
+    python benchmarks/search_latency.py --quick         # small sizes, a handful of searches
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+import numpy as np
+
+import retold
+from retold.models import Principal, Record, Scope, SearchRequest
+from retold.testing import FakeEmbedder
+from retold.util import new_id
+
+USER = Scope("user", "bench")
+STAGES = [
+    "rewrite",
+    "scopes",
+    "filter",
+    "index_refresh",
+    "embed",
+    "dense",
+    "lexical",
+    "entity",
+    "fuse",
+    "freshness",
+    "gate",
+    "dedup",
+    "rerank",
+    "budget",
+    "explain",
+    "log",
+]
+VOCAB_SIZE = 3000
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return (
+        ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
+        if ordered
+        else float("nan")
+    )
+
+
+def vocabulary(rng: random.Random) -> list[str]:
+    syllables = ["ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "de", "pa", "zu", "ri", "mo", "le", "ga"]
+    words: set[str] = set()
+    while len(words) < VOCAB_SIZE:
+        words.add("".join(rng.choice(syllables) for _ in range(rng.randint(2, 4))))
+    return sorted(words)
+
+
+def sentence(rng: random.Random, vocab: list[str]) -> str:
+    # Zipf-like word choice, so some terms are common and most are rare, as in real text.
+    n = rng.randint(8, 20)
+    return (
+        " ".join(vocab[min(int(rng.paretovariate(1.1)) - 1, len(vocab) - 1)] for _ in range(n)).capitalize()
+        + "."
+    )
+
+
+async def build_store(
+    path: Path, n: int, embedder: Any, rng: random.Random
+) -> tuple[retold.Runtime, list[str]]:
+    rt = await retold.open_runtime(path, embedder=embedder)
+    person = await rt.host.provision_user("bench", aliases=["Robin"])
+    await rt.host.grant("bench-agent", USER, read=True)
+    vocab = vocabulary(rng)
+    now = rt.clock.now()
+    batch = 5000
+    for start in range(0, n, batch):
+        texts = [sentence(rng, vocab) for _ in range(min(batch, n - start))]
+        if isinstance(embedder, FakeEmbedder):
+            vectors = np.stack([embedder._vector(t) for t in texts])  # no per-call delay while filling
+        else:
+            vectors = await asyncio.to_thread(embedder.embed_documents, texts)
+        records = []
+        for i, text in enumerate(texts):
+            kind = "episodic" if (start + i) % 3 else "semantic"
+            attribute = "-" if kind == "episodic" else f"fact_{start + i}"
+            records.append(
+                Record(
+                    id=new_id(),
+                    type=kind,
+                    version=1,
+                    content=text,
+                    subject=f"{person.id}/{attribute}",
+                    subject_entity_id=person.id,
+                    attribute=attribute,
+                    scope=USER,
+                    source_kind="user_statement",
+                    source_ref=None,
+                    creator_agent_id="bench",
+                    evidence=None,
+                    created_at=now,
+                    event_at=now,
+                    expires_at=None,
+                    valid_from=None,
+                    valid_until=None,
+                    review_at=None,
+                    review_flagged_at=None,
+                    confidence=0.95,
+                    status="confirmed",
+                    supersedes_id=None,
+                    reinforcements=0,
+                    last_reinforced_at=None,
+                    tags=[],
+                    entity_ids=[],
+                )
+            )
+        await rt.store.bulk_insert(
+            records,
+            vectors,
+            model=embedder.name,
+            version=embedder.version,
+            links=[[(person.id, "about")]] * len(records),
+        )
+    return rt, vocab
+
+
+def queries_for(rng: random.Random, vocab: list[str]) -> list[str]:
+    pick = lambda: " ".join(vocab[min(int(rng.paretovariate(1.1)) - 1, len(vocab) - 1)] for _ in range(4))  # noqa: E731
+    return [pick(), pick()]
+
+
+async def measure(rt: retold.Runtime, vocab: list[str], searches: int, rng: random.Random) -> dict[str, Any]:
+    principal = Principal("bench-agent", "bench", "bench-session")
+    cold_start = time.perf_counter()
+    first = await rt.search(principal, SearchRequest(queries=queries_for(rng, vocab)))
+    cold = {"total": (time.perf_counter() - cold_start) * 1000.0, **first.timings_ms}
+    samples = []
+    for _ in range(searches):
+        t0 = time.perf_counter()
+        response = await rt.search(principal, SearchRequest(queries=queries_for(rng, vocab)))
+        wall = (time.perf_counter() - t0) * 1000.0
+        timings = dict(response.timings_ms)
+        # Generators run concurrently: the embedder with lexical and entity; count the longer branch.
+        branch = max(
+            timings.get("embed", 0) + timings.get("dense", 0),
+            timings.get("lexical", 0) + timings.get("entity", 0),
+        )
+        attributed = (
+            sum(timings.get(s, 0) for s in STAGES if s not in ("embed", "dense", "lexical", "entity"))
+            + branch
+        )
+        timings["graph"] = max(0.0, wall - attributed)
+        timings["wall"] = wall
+        samples.append(timings)
+    return {"cold": cold, "samples": samples, "returned_avg": 0}
+
+
+def summarise(label: str, data: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"cold_total_ms": round(data["cold"]["total"], 2)}
+    print(
+        f"\n{label}: cold first search {data['cold']['total']:.1f} ms; warm over {len(data['samples'])} searches"
+    )
+    print(f"{'stage':<14}{'p50':>9}{'p95':>9}")
+    for stage in [*STAGES, "graph", "wall"]:
+        values = [s.get(stage, 0.0) for s in data["samples"]]
+        p50, p95 = percentile(values, 50), percentile(values, 95)
+        out[stage] = {"p50": round(p50, 3), "p95": round(p95, 3)}
+        print(f"{stage:<14}{p50:>9.2f}{p95:>9.2f}")
+    return out
+
+
+async def run_one(n: int, searches: int, embedder: Any, seed: int = 5) -> dict[str, Any]:
+    rng = random.Random(seed)
+    with tempfile.TemporaryDirectory(prefix="retold-search-bench-") as tmp:
+        t0 = time.perf_counter()
+        rt, vocab = await build_store(Path(tmp) / "bench.sqlite", n, embedder, rng)
+        build_s = time.perf_counter() - t0
+        try:
+            data = await measure(rt, vocab, searches, rng)
+        finally:
+            await rt.close()
+    data["build_s"] = build_s
+    return data
+
+
+def commit() -> str:
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="small stores and a few searches")
+    parser.add_argument("--only", choices=["real", "scale", "scaling"], default=None)
+    parser.add_argument("--searches", type=int, default=100)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    searches = 8 if args.quick else args.searches
+    report: dict[str, Any] = {}
+    if args.only in (None, "real"):
+        from retold.config import Config
+        from retold.index.embedder import build_embedder
+
+        n = 200 if args.quick else 1000
+        report["real"] = summarise(
+            f"real embedder, {n} records",
+            asyncio.run(run_one(n, searches, build_embedder(Config().embedding))),
+        )
+    if args.only in (None, "scale"):
+        n = 5000 if args.quick else 50_000
+        data = asyncio.run(run_one(n, searches, FakeEmbedder(384, delay_s=0.025)))
+        report["scale"] = summarise(
+            f"FakeEmbedder(delay 25 ms), {n} records (built in {data['build_s']:.0f} s)", data
+        )
+    if args.only in (None, "scaling"):
+        sizes = [2000, 5000] if args.quick else [10_000, 50_000, 200_000]
+        report["scaling"] = {}
+        for n in sizes:
+            data = asyncio.run(run_one(n, max(10, searches // 2), FakeEmbedder(384, delay_s=0.025)))
+            report["scaling"][str(n)] = summarise(f"scaling: {n} records", data)
+        print(f"\n{'stage':<14}" + "".join(f"{n:>10}" for n in sizes))
+        for stage in [*STAGES, "graph", "wall"]:
+            print(
+                f"{stage:<14}" + "".join(f"{report['scaling'][str(n)][stage]['p50']:>10.2f}" for n in sizes)
+            )
+    if args.json:
+        meta = {
+            "machine": platform.platform(),
+            "python": sys.version.split()[0],
+            "cpus": os.cpu_count(),
+            "commit": commit(),
+        }
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps({"meta": meta, **report}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
