@@ -178,9 +178,8 @@ async def measure(rt: retold.Runtime, vocab: list[str], searches: int, rng: rand
 
 def summarise(label: str, data: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {"cold_total_ms": round(data["cold"]["total"], 2)}
-    print(
-        f"\n{label}: cold first search {data['cold']['total']:.1f} ms; warm over {len(data['samples'])} searches"
-    )
+    warm_n = len(data["samples"])
+    print(f"\n{label}: cold first search {data['cold']['total']:.1f} ms; warm over {warm_n} searches")
     print(f"{'stage':<14}{'p50':>9}{'p95':>9}")
     for stage in [*STAGES, "graph", "wall"]:
         values = [s.get(stage, 0.0) for s in data["samples"]]
