@@ -305,13 +305,17 @@ def _contains(field: Sequence[str], phrase: tuple[str, ...]) -> bool:
     return any(tuple(field[i : i + n]) == phrase for i in range(len(field) - n + 1))
 
 
-def term_coverage(terms: Sequence[QueryTerm], fields: Sequence[str]) -> list[QueryTerm]:
+def term_coverage(
+    terms: Sequence[QueryTerm], fields: Sequence[str], *, tokenized: Sequence[tuple[str, ...]] | None = None
+) -> list[QueryTerm]:
     """The terms that occur in any of ``fields``; a phrase must be contiguous within one field.
 
     A record that says "follow the plan ... up" contains both tokens of ``follow-up`` but not
-    the phrase, so it does not cover the term.
+    the phrase, so it does not cover the term. ``tokenized`` lets a caller that checks several
+    queries against one record tokenise its fields once.
     """
-    tokenized = [fts_tokens(f) for f in fields if f]
+    if tokenized is None:
+        tokenized = [fts_tokens(f) for f in fields if f]
     every = {t for field in tokenized for t in field}
     matched = []
     for term in terms:
@@ -342,10 +346,11 @@ def _best_match(per_query: Sequence[Sequence[QueryTerm]], fields: Sequence[str])
     """The query whose terms this record covers best: highest fraction, then most terms, then first."""
     best: tuple[float, int] | None = None
     answer: LexicalMatch | None = None
+    tokenized = [fts_tokens(f) for f in fields if f]
     for terms in per_query:
         if not terms:
             continue
-        matched = term_coverage(terms, fields)
+        matched = term_coverage(terms, fields, tokenized=tokenized)
         if not matched:
             continue
         key = (len(matched) / len(terms), len(matched))
