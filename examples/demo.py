@@ -3,8 +3,9 @@
 A user talks to a planning agent over one session. The agent saves what the user
 says as evidence-backed memories; retold reinforces a repeat instead of duplicating it,
 supersedes a changed preference instead of overwriting it, keeps an unsupported guess
-provisional, and refuses a write that would leak into another user's memory. Then it
-prints the records and the audit trail that explains each of them.
+provisional, and refuses a write that would leak into another user's memory. Then the
+agent searches: hybrid retrieval returns the current facts with an explanation each, and
+the same agent working for another user gets an honest empty result. Last, the audit trail.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 import retold
-from retold import Principal, Scope
+from retold import Principal, Scope, SearchRequest
 from retold.ingest.ingestor import WriteRequest
 
 USER = Scope("user", "u1")
@@ -75,6 +76,16 @@ async def main(path: Path) -> None:
         for record in await rt.ops.dump_scope(USER, all_statuses=True):
             if record.status == "superseded":
                 print(f"  superseded   {record.content}")
+
+        print("\nthe agent later searches its memory (rendered exactly as the model sees it):")
+        response = await rt.search(
+            p, SearchRequest(queries=["how long should answers be", "which timezone am I in"])
+        )
+        print("  " + retold.render_search(response).replace("\n", "\n  "))
+        print("\nthe same agent working for another user finds nothing of Aditya's:")
+        other = Principal("planner", "u2", "other-session")
+        response = await rt.search(other, SearchRequest(queries=["how long should answers be"]))
+        print("  " + retold.render_search(response).replace("\n", "\n  "))
 
         print("\naudit trail:")
         for event in await rt.store.events():

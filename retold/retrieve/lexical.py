@@ -360,6 +360,36 @@ def _best_match(per_query: Sequence[Sequence[QueryTerm]], fields: Sequence[str])
     return answer
 
 
+COMMON_TERM_SHARE = 0.5
+COMMON_TERM_MIN_RECORDS = 2000
+"""With at least COMMON_TERM_MIN_RECORDS indexed records, a plain term in more than
+COMMON_TERM_SHARE of them is left out of the FTS query.
+
+FTS5's BM25 gives such a term an IDF of (almost) zero, so it cannot change the ranking, but
+an OR query on it makes SQLite score nearly every row: at 50K records one such term costs
+more than the rest of a search. It still counts toward coverage for the gate, computed on
+the returned rows. Identifiers and entity aliases are always searched.
+"""
+
+
+async def _selective_terms(store: Store, terms: list[QueryTerm]) -> list[QueryTerm]:
+    plain = [t.tokens[0] for t in terms if len(t.tokens) == 1 and not (t.is_identifier or t.is_entity_alias)]
+    if not plain:
+        return terms
+    total, counts = await store.term_document_counts(plain)
+    if total < COMMON_TERM_MIN_RECORDS:  # small stores: scanning is cheap and every term counts
+        return terms
+    kept = [
+        t
+        for t in terms
+        if len(t.tokens) != 1
+        or t.is_identifier
+        or t.is_entity_alias
+        or counts.get(t.tokens[0], 0) <= COMMON_TERM_SHARE * total
+    ]
+    return kept or terms
+
+
 async def lexical_search(
     store: Store,
     queries: list[str],
@@ -378,7 +408,8 @@ async def lexical_search(
     if not eligible or k <= 0:
         return []
     per_query = [query_terms(q, entity_aliases) for q in queries]
-    match = fts_query(t for terms in per_query for t in terms)
+    terms = await _selective_terms(store, [t for q in per_query for t in q])
+    match = fts_query(terms)
     if not match:
         return []
     rows = await store.fts_search(match, eligible, k)

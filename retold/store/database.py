@@ -202,6 +202,19 @@ class Database:
         finally:
             await cursor.close()
 
+    async def fetch_column(self, sql: str, params: Params | None = None) -> list[Any]:
+        """The first column of every row, fetched without building ``sqlite3.Row`` objects.
+
+        Large id lists (the hard filter at 50K records) spend more time building rows than
+        reading them; plain tuples are about twice as fast.
+        """
+        cursor = await self._cursor(sql, params)
+        try:
+            cursor.row_factory = None
+            return [row[0] for row in await cursor.fetchall()]
+        finally:
+            await cursor.close()
+
     async def fetchval(self, sql: str, params: Params | None = None) -> Any:
         row = await self.fetchone(sql, params)
         return None if row is None else row[0]

@@ -54,6 +54,26 @@ class SearchMixin:
                 rows = await self.db.fetchall(query.format(join=join), (match, k))
         return [(r[0], float(r[1]), r[2] or "", r[3] or "", r[4] or "") for r in rows]
 
+    async def term_document_counts(self, tokens: Sequence[str]) -> tuple[int, dict[str, int]]:
+        """(indexed record count, {token: records containing it}) from the FTS5 vocabulary.
+
+        The vocabulary table is a per-connection ``temp`` fts5vocab over ``records_fts``; the
+        record count is FTS5's own total, read from its ``averages`` record via the vocabulary.
+        """
+        await self._ensure_vocab()
+        rows = await self.db.fetchall(
+            f"SELECT term, doc FROM temp.records_fts_vocab WHERE term IN ({', '.join('?' for _ in tokens)})",
+            list(tokens),
+        )
+        total = await self.db.fetchval("SELECT count(*) FROM records_fts_docsize")
+        return int(total or 0), {r[0]: int(r[1]) for r in rows}
+
+    async def _ensure_vocab(self) -> None:
+        await self.db.execute(
+            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.records_fts_vocab "
+            "USING fts5vocab(main, records_fts, row)"
+        )
+
     async def resolve_aliases(self, aliases: Sequence[str], scopes: Sequence[Scope]) -> dict[str, list[str]]:
         """Map each normalised alias to the live entities in ``scopes`` that own it, in one query.
 

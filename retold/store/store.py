@@ -352,8 +352,8 @@ class Store(AuditMixin, EntitiesMixin, SessionsMixin, VectorsMixin, SearchMixin,
             where += " AND r.event_at <= ?"
             params.append(format_ts(until))
         if within is None:
-            rows = await self.db.fetchall(f"SELECT r.id FROM records r WHERE {where}", params)
-            return EligibleSet((r[0] for r in rows), where=where, params=tuple(params))
+            ids = await self.db.fetch_column(f"SELECT r.id FROM records r WHERE {where}", params)
+            return EligibleSet(ids, where=where, params=tuple(params))
         async with self.db.temp_ids(within) as table:
             rows = await self.db.fetchall(
                 f"SELECT r.id FROM records r JOIN {table} w ON w.id = r.id WHERE {where}", params

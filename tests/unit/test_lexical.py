@@ -278,3 +278,18 @@ async def test_a_300_word_query_runs_as_one_fts_query(store: Store, make_record:
     query = " ".join(f"word{i}" for i in range(300))
     (hit,) = await lexical_search(store, [query], {rid}, 5)
     assert [t.value for t in hit.match.terms] == ["word7", "word299"] and hit.match.total_terms == 300
+
+
+async def test_terms_in_most_records_are_left_out_of_the_fts_query_but_still_count(
+    store: Store, make_record: MakeRecord, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import retold.retrieve.lexical as lexical
+
+    monkeypatch.setattr(lexical, "COMMON_TERM_MIN_RECORDS", 1)
+    ids = [await add(store, make_record, f"status update number {i}") for i in range(4)]
+    rare = await add(store, make_record, "status update about the billing migration")
+    hits = await lexical_search(store, ["status billing"], set(ids) | {rare}, 10)
+    assert [h.record_id for h in hits] == [rare]  # "status" is in every record: not searched
+    assert {t.value for t in hits[0].match.terms} == {"status", "billing"}  # yet it still counts
+    only_common = await lexical_search(store, ["status"], set(ids) | {rare}, 10)
+    assert len(only_common) == 5  # with nothing selective left, the common term is searched
