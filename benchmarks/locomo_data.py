@@ -123,7 +123,9 @@ def turn_text(turn: dict[str, Any]) -> str:
 
 def _sessions(conv: dict[str, Any]) -> list[int]:
     return sorted(
-        int(k.split("_")[1]) for k, v in conv.items() if re.fullmatch(r"session_\d+", k) and isinstance(v, list)
+        int(k.split("_")[1])
+        for k, v in conv.items()
+        if re.fullmatch(r"session_\d+", k) and isinstance(v, list)
     )
 
 
@@ -154,7 +156,9 @@ def load_conversations(path: Path | str | None = None, limit: int | None = None)
     """The LoCoMo conversations in file order (the first ``limit`` when given)."""
     source = Path(path or os.environ.get("RETOLD_LOCOMO") or DEFAULT_PATH)
     if not source.exists():
-        raise FileNotFoundError(f"LoCoMo data not found at {source}; set RETOLD_LOCOMO to the locomo10.json path")
+        raise FileNotFoundError(
+            f"LoCoMo data not found at {source}; set RETOLD_LOCOMO to the locomo10.json path"
+        )
     samples = json.loads(source.read_text())
     if limit is not None:
         samples = samples[:limit]
@@ -218,8 +222,16 @@ async def ingest_conversations(rt: Runtime, conversations: Sequence[Conversation
             for turn in conv.turns:
                 person = ingested.person_of.get(turn.speaker)
                 if person is None:  # a speaker outside speaker_a/speaker_b: give them an entity too
-                    entity = Entity(new_id(), "person", turn.speaker, conv.scope, "confirmed", None,
-                                    [normalize_alias(turn.speaker)], now)  # fmt: skip
+                    entity = Entity(
+                        new_id(),
+                        "person",
+                        turn.speaker,
+                        conv.scope,
+                        "confirmed",
+                        None,
+                        [normalize_alias(turn.speaker)],
+                        now,
+                    )
                     await rt.store.insert_entity(entity)
                     person = ingested.person_of[turn.speaker] = entity.id
                 record = _record(turn, conv.scope, person, now)

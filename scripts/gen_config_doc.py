@@ -55,8 +55,9 @@ that is unknown, mistyped or out of range is an error naming the dotted key, e.g
 Defaults follow the spec (§2) except where ARCHITECTURE §3 changes them: the packaged
 offline embedder (`sentence-transformers/all-MiniLM-L6-v2`, 384 dims), the offline
 conservative equivalence judge, the added `ingestion.attribute_alias_cosine`, and a
-`provider` beside each hosted model. The gate floors are still the spec's values,
-calibrated for bge-m3; the search issue recalibrates them for MiniLM.
+`provider` beside each hosted model, and gate floors calibrated for MiniLM on LoCoMo
+(`benchmarks/calibrate_gate.py`; figures in `docs/benchmarks.md`). Recalibrate them, and
+bump `embedding.version`, whenever the embedder changes.
 
 """
 

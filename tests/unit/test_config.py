@@ -81,22 +81,28 @@ def test_gate_defaults() -> None:
     gate = DEFAULT_CONFIG.retrieval.gate
 
     floors = gate.dense_floor
+    # Calibrated for the packaged MiniLM embedder (benchmarks/calibrate_gate.py, docs/benchmarks.md).
     assert (floors.semantic, floors.episodic, floors.procedural, floors.session_summary) == (
         0.45,
-        0.40,
-        0.45,
         0.50,
+        0.45,
+        0.60,
     )
     assert (gate.lexical_min_term_fraction, gate.lexical_min_matched_terms, gate.relative_floor) == (
         0.5,
         2,
-        0.5,
+        0.3,
     )
     auto = gate.auto.dense_floor
-    assert (auto.semantic, auto.episodic, auto.procedural, auto.session_summary) == (0.55, 0.50, 0.55, 0.50)
+    assert (auto.semantic, auto.episodic, auto.procedural, auto.session_summary) == (
+        0.55,
+        0.575,
+        0.55,
+        0.575,
+    )
     assert gate.auto.lexical_min_term_fraction == 0.6
     assert gate.auto.lexical_min_matched_terms == 2
-    assert gate.auto.relative_floor == 0.6
+    assert gate.auto.relative_floor == 0.3
     assert gate.auto.exclude_source_kinds == ("session_summary",)
 
 
@@ -126,7 +132,7 @@ def test_floors_for_auto_returns_the_auto_floors() -> None:
     assert floors.dense_floor.semantic == 0.55
     assert floors.lexical_min_term_fraction == 0.6
     assert floors.lexical_min_matched_terms == 2
-    assert floors.relative_floor == 0.6
+    assert floors.relative_floor == 0.3
     assert floors.exclude_source_kinds == ("session_summary",)
 
 
@@ -137,7 +143,7 @@ def test_floors_for_tool_returns_the_normal_floors_and_excludes_nothing() -> Non
 
     assert floors.dense_floor == gate.dense_floor
     assert floors.lexical_min_term_fraction == 0.5
-    assert floors.relative_floor == 0.5
+    assert floors.relative_floor == 0.3
     assert floors.exclude_source_kinds == ()
 
 
@@ -145,15 +151,15 @@ def test_floors_follow_configured_values() -> None:
     cfg = Config.from_mapping({"retrieval": {"gate": {"auto": {"relative_floor": 0.8}}}})
 
     assert cfg.retrieval.gate.floors_for("auto").relative_floor == 0.8
-    assert cfg.retrieval.gate.floors_for("tool").relative_floor == 0.5
+    assert cfg.retrieval.gate.floors_for("tool").relative_floor == 0.3
 
 
 def test_dense_floor_for_record_uses_the_summary_floor_for_session_summaries() -> None:
     floors = DenseFloors()
 
     assert floors.for_record("semantic") == 0.45
-    assert floors.for_record("episodic") == 0.40
-    assert floors.for_record("episodic", "session_summary") == 0.50
+    assert floors.for_record("episodic") == 0.50
+    assert floors.for_record("episodic", "session_summary") == 0.60
     assert floors.for_record("procedural", "user_statement") == 0.45
     with pytest.raises(ValueError, match="record type"):
         floors.for_record("opinion")
@@ -191,7 +197,7 @@ ingestion:
     assert cfg.retrieval.gate.dense_floor.episodic == 0.35
     assert cfg.retrieval.gate.dense_floor.semantic == 0.45
     assert cfg.retrieval.gate.auto.exclude_source_kinds == ("session_summary", "agent_inference")
-    assert cfg.retrieval.gate.auto.relative_floor == 0.6
+    assert cfg.retrieval.gate.auto.relative_floor == 0.3
     assert cfg.retrieval.rrf_k == 60
     assert cfg.reranker.enabled is True
     assert cfg.reranker.floor == 0.2

@@ -14,8 +14,23 @@ from retold.retrieve.gate import GateSubject, empty_reason, gate
 
 from .factories import MakeRecord
 
-FLOORS = Config().retrieval.gate.floors_for("tool")
-AUTO = Config().retrieval.gate.floors_for("auto")
+# The spec's rules at the spec's numbers (§2.3, §17.4); the shipped defaults are calibrated
+# for MiniLM (docs/benchmarks.md) and tested in test_config.py.
+SPEC = Config().override(
+    {
+        "retrieval.gate.dense_floor": {
+            "semantic": 0.45,
+            "episodic": 0.40,
+            "procedural": 0.45,
+            "session_summary": 0.5,
+        },
+        "retrieval.gate.lexical_min_term_fraction": 0.5,
+        "retrieval.gate.lexical_min_matched_terms": 2,
+        "retrieval.gate.relative_floor": 0.5,
+    }
+)
+FLOORS = SPEC.retrieval.gate.floors_for("tool")
+AUTO = SPEC.retrieval.gate.floors_for("auto")
 
 
 def cand(
