@@ -1,7 +1,7 @@
 """LoCoMo loading and ingest helpers shared by the LoCoMo benchmarks.
 
 LoCoMo (Maharana et al., ACL 2024, CC BY-NC 4.0) is read from the shared benchmark data,
-never copied into the repository: ``/work/shared/benchmarks/locomo/locomo10.json`` unless
+never copied into the repository: ``../shared/benchmarks/locomo/locomo10.json`` unless
 ``RETOLD_LOCOMO`` names another file. Categories follow the official code's naming:
 1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop, 5 adversarial (unanswerable).
 
@@ -43,7 +43,8 @@ __all__ = [
     "turn_text",
 ]
 
-DEFAULT_PATH = Path("/work/shared/benchmarks/locomo/locomo10.json")
+# ../shared beside the repository (as on developer machines and in CI).
+DEFAULT_PATH = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "locomo" / "locomo10.json"
 CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 _DATE = re.compile(r"^\s*(\d{1,2}):(\d{2})\s*([ap]m)\s+on\s+(\d{1,2})\s+([A-Za-z]+),?\s+(\d{4})\s*$", re.I)
 _DIA = re.compile(r"^D(\d+):(\d+)$")

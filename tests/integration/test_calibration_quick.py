@@ -13,7 +13,12 @@ import pytest
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).parents[2]
-LOCOMO = Path(os.environ.get("RETOLD_LOCOMO", "/work/shared/benchmarks/locomo/locomo10.json"))
+LOCOMO = Path(
+    os.environ.get(
+        "RETOLD_LOCOMO",
+        Path(__file__).resolve().parents[3] / "shared" / "benchmarks" / "locomo" / "locomo10.json",
+    )
+)
 
 
 @pytest.mark.skipif(not LOCOMO.exists(), reason="LoCoMo data (CC BY-NC, not shipped) is not available")
