@@ -19,10 +19,7 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import random
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -32,11 +29,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import numpy as np
+from common import machine, percentile
 
 import retold
-from retold.models import Principal, Record, Scope, SearchRequest
-from retold.testing import FakeEmbedder
-from retold.util import new_id
+from retold.models import Principal, Scope, SearchRequest
+from retold.testing import FakeEmbedder, record_for_tests
 
 USER = Scope("user", "bench")
 STAGES = [
@@ -58,15 +55,6 @@ STAGES = [
     "log",
 ]
 VOCAB_SIZE = 3000
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return (
-        ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
-        if ordered
-        else float("nan")
-    )
 
 
 def vocabulary(rng: random.Random) -> list[str]:
@@ -106,33 +94,15 @@ async def build_store(
             kind = "episodic" if (start + i) % 3 else "semantic"
             attribute = "-" if kind == "episodic" else f"fact_{start + i}"
             records.append(
-                Record(
-                    id=new_id(),
+                record_for_tests(
+                    now,
                     type=kind,
-                    version=1,
                     content=text,
                     subject=f"{person.id}/{attribute}",
                     subject_entity_id=person.id,
                     attribute=attribute,
                     scope=USER,
-                    source_kind="user_statement",
-                    source_ref=None,
                     creator_agent_id="bench",
-                    evidence=None,
-                    created_at=now,
-                    event_at=now,
-                    expires_at=None,
-                    valid_from=None,
-                    valid_until=None,
-                    review_at=None,
-                    review_flagged_at=None,
-                    confidence=0.95,
-                    status="confirmed",
-                    supersedes_id=None,
-                    reinforcements=0,
-                    last_reinforced_at=None,
-                    tags=[],
-                    entity_ids=[],
                 )
             )
         await rt.store.bulk_insert(
@@ -203,15 +173,6 @@ async def run_one(n: int, searches: int, embedder: Any, seed: int = 5) -> dict[s
     return data
 
 
-def commit() -> str:
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small stores and a few searches")
@@ -248,12 +209,7 @@ def main() -> None:
                 f"{stage:<14}" + "".join(f"{report['scaling'][str(n)][stage]['p50']:>10.2f}" for n in sizes)
             )
     if args.json:
-        meta = {
-            "machine": platform.platform(),
-            "python": sys.version.split()[0],
-            "cpus": os.cpu_count(),
-            "commit": commit(),
-        }
+        meta = machine()
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"meta": meta, **report}, indent=2))
 

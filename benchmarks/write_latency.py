@@ -15,11 +15,8 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import random
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -28,10 +25,12 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
+from common import machine, percentile
+
 import retold
 from retold.ingest.ingestor import WriteRequest
-from retold.models import EntityMention, Principal, Record, Scope
-from retold.util import new_id
+from retold.models import EntityMention, Principal, Scope
+from retold.testing import record_for_tests
 
 USER = Scope("user", "bench")
 TOPICS = [
@@ -80,14 +79,6 @@ VALUES = [
 ]
 
 
-def percentile(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
-    return ordered[index]
-
-
 async def prefill(rt: retold.Runtime, n: int, person_id: str) -> None:
     rng = random.Random(7)
     texts = [
@@ -99,33 +90,16 @@ async def prefill(rt: retold.Runtime, n: int, person_id: str) -> None:
     async with rt.store.transaction():
         for i, (text, vec) in enumerate(zip(texts, vectors, strict=True)):
             attribute = f"fact_{i}"
-            record = Record(
-                id=new_id(),
-                type="semantic",
-                version=1,
+            record = record_for_tests(
+                now,
                 content=text,
                 subject=f"{person_id}/{attribute}",
                 subject_entity_id=person_id,
                 attribute=attribute,
                 scope=USER,
                 source_kind="system",
-                source_ref=None,
                 creator_agent_id="bench",
-                evidence=None,
-                created_at=now,
-                event_at=now,
-                expires_at=None,
-                valid_from=None,
-                valid_until=None,
-                review_at=None,
-                review_flagged_at=None,
                 confidence=0.9,
-                status="confirmed",
-                supersedes_id=None,
-                reinforcements=0,
-                last_reinforced_at=None,
-                tags=[],
-                entity_ids=[],
             )
             await rt.store.insert_record(record, links=[(person_id, "about")])
             await rt.store.put_embedding(record.id, rt.embedder.name, rt.embedder.version, vec)
@@ -215,22 +189,15 @@ def report(data: dict[str, Any]) -> dict[str, Any]:
     model_stages = ("embed", "evidence", "judge")
     model = [sum(s["timings"].get(stage, 0.0) for stage in model_stages) for s in samples]
     model_share = sum(model) / sum(totals) if totals else 0.0
-    print(f"embedding share of total write time: {share:.0%} (embed stage); model share {model_share:.0%} "
-          f"(embed + evidence entailment + judge); outcomes: {outcomes}")  # fmt: skip
+    print(
+        f"embedding share of total write time: {share:.0%} (embed stage); model share {model_share:.0%} "
+        f"(embed + evidence entailment + judge); outcomes: {outcomes}"
+    )
     summary["model_share"] = model_share
     summary["embedding_share"] = share
     summary["outcomes"] = outcomes
     summary["mean_total_ms"] = statistics.fmean(totals) if totals else None
     return summary
-
-
-def commit() -> str:
-    try:
-        return subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def main() -> None:
@@ -246,13 +213,7 @@ def main() -> None:
     summary = report(data)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        meta = {
-            "machine": platform.platform(),
-            "python": sys.version.split()[0],
-            "cpus": os.cpu_count(),
-            "commit": commit(),
-            "embedder": "sentence-transformers/all-MiniLM-L6-v2",
-        }
+        meta = {**machine(), "embedder": "sentence-transformers/all-MiniLM-L6-v2"}
         args.json.write_text(
             json.dumps(
                 {"meta": meta, "records": data["records"], "writes": data["writes"], "summary": summary},

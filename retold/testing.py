@@ -17,9 +17,17 @@ from typing import Any
 
 import numpy as np
 
-from retold.models import RewriteResult, Verdict
+from retold.models import Record, RewriteResult, Scope, Verdict
+from retold.util import new_id
 
-__all__ = ["FakeClock", "FakeEmbedder", "FakeJudge", "FakeReranker", "FakeRewriter"]
+__all__ = [
+    "FakeClock",
+    "FakeEmbedder",
+    "FakeJudge",
+    "FakeReranker",
+    "FakeRewriter",
+    "record_for_tests",
+]
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -220,3 +228,44 @@ class FakeReranker:
         if _is_exception(self.scores):
             raise self.scores
         return [self._one(query, doc) for doc in docs]
+
+
+def record_for_tests(now: datetime, **overrides: Any) -> Record:
+    """A confirmed semantic user statement in ``user:u1`` created and dated ``now``; override any field.
+
+    For fixtures and benchmarks that write records straight to the store (bulk loads),
+    bypassing the write path.
+    """
+    values: dict[str, Any] = {
+        "id": new_id(),
+        "type": "semantic",
+        "version": 1,
+        "content": "Aditya prefers concise answers",
+        "subject": "-",
+        "subject_entity_id": None,
+        "attribute": None,
+        "scope": Scope("user", "u1"),
+        "source_kind": "user_statement",
+        "source_ref": None,
+        "creator_agent_id": "planner",
+        "evidence": None,
+        "created_at": now,
+        "event_at": now,
+        "expires_at": None,
+        "valid_from": None,
+        "valid_until": None,
+        "review_at": None,
+        "review_flagged_at": None,
+        "confidence": 0.95,
+        "status": "confirmed",
+        "supersedes_id": None,
+        "reinforcements": 0,
+        "last_reinforced_at": None,
+        "tags": [],
+        "entity_ids": [],
+    }
+    unknown = set(overrides) - set(values) - {"index_version"}
+    if unknown:
+        raise TypeError(f"record_for_tests got unknown field(s): {sorted(unknown)}")
+    values.update(overrides)
+    return Record(**values)

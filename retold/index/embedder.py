@@ -30,6 +30,7 @@ import anyio.to_thread
 import numpy as np
 
 from retold.errors import ConfigError, EmbeddingMismatchError, MissingExtraError, RetoldError
+from retold.index.lazy_model import LazyModel
 from retold.models import Embedder
 
 if TYPE_CHECKING:
@@ -83,7 +84,7 @@ class CacheInfo(NamedTuple):
     maxsize: int
 
 
-class SentenceTransformerEmbedder:
+class SentenceTransformerEmbedder(LazyModel[EncoderModel]):
     """An :class:`~retold.models.Embedder` over a sentence-transformers model, loaded lazily.
 
     Every input is cut to ``max_chars`` characters before encoding (stored content is
@@ -120,9 +121,7 @@ class SentenceTransformerEmbedder:
         self.device = device
         self.max_chars = max_chars
         self.query_cache_entries = query_cache_entries
-        self._factory = model_factory
-        self._model: EncoderModel | None = None
-        self._load_lock = threading.Lock()
+        super().__init__(model_factory)
         self._model_lock = threading.Lock()
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._cache_lock = threading.Lock()
@@ -137,25 +136,6 @@ class SentenceTransformerEmbedder:
         )
 
     # --- loading ------------------------------------------------------------------------------
-
-    @property
-    def is_loaded(self) -> bool:
-        return self._model is not None
-
-    def warm(self) -> None:
-        """Load the model now (blocking; a few seconds for torch) instead of on the first call."""
-        self._ensure_model()
-
-    def _ensure_model(self) -> EncoderModel:
-        model = self._model
-        if model is not None:
-            return model
-        with self._load_lock:
-            if self._model is None:
-                loaded = self._factory() if self._factory is not None else self._load()
-                self._check_dims(loaded)
-                self._model = loaded
-            return self._model
 
     def _load(self) -> EncoderModel:
         try:
@@ -186,7 +166,7 @@ class SentenceTransformerEmbedder:
                 "folder, or use the packaged default sentence-transformers/all-MiniLM-L6-v2."
             ) from exc
 
-    def _check_dims(self, model: EncoderModel) -> None:
+    def _check(self, model: EncoderModel) -> None:
         probe = getattr(model, "get_embedding_dimension", None) or getattr(
             model, "get_sentence_embedding_dimension", None
         )

@@ -35,6 +35,7 @@ import numpy as np
 
 from retold.errors import MissingExtraError, RetoldError
 from retold.index.embedder import ModelLoadError, resolve_device
+from retold.index.lazy_model import LazyModel
 from retold.models import Reranker
 
 if TYPE_CHECKING:
@@ -108,7 +109,7 @@ def _env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in _TRUTHY
 
 
-class CrossEncoderReranker:
+class CrossEncoderReranker(LazyModel[CrossEncoderModel]):
     """A :class:`~retold.models.Reranker` over a single-label sentence-transformers ``CrossEncoder``.
 
     Scores are sigmoid probabilities, so ``reranker.floor`` is compared on a (0, 1)
@@ -138,32 +139,11 @@ class CrossEncoderReranker:
         self.name = model
         self.device = device
         self.batch_size = batch_size
-        self._factory = model_factory
-        self._model: CrossEncoderModel | None = None
-        self._load_lock = threading.Lock()
+        super().__init__(model_factory)
         self._predict_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"CrossEncoderReranker(model={self.name!r}, loaded={self.is_loaded})"
-
-    @property
-    def is_loaded(self) -> bool:
-        return self._model is not None
-
-    def warm(self) -> None:
-        """Load the model now (blocking) so the first search does not spend its timeout on it."""
-        self._ensure_model()
-
-    def _ensure_model(self) -> CrossEncoderModel:
-        model = self._model
-        if model is not None:
-            return model
-        with self._load_lock:
-            if self._model is None:
-                loaded = self._factory() if self._factory is not None else self._load()
-                self._check_labels(loaded)
-                self._model = loaded
-            return self._model
 
     def _load(self) -> CrossEncoderModel:
         try:
@@ -193,7 +173,7 @@ class CrossEncoderReranker:
                 "folder, or set reranker.enabled: false."
             ) from exc
 
-    def _check_labels(self, model: CrossEncoderModel) -> None:
+    def _check(self, model: CrossEncoderModel) -> None:
         labels = getattr(model, "num_labels", 1)
         if isinstance(labels, int) and labels != 1:
             raise ModelLoadError(

@@ -13,8 +13,7 @@ import pytest
 import retold
 from retold.models import Entity, Record, Scope
 from retold.store import Database, Store, migrate
-from retold.testing import FakeClock
-from retold.util import new_id
+from retold.testing import FakeClock, record_for_tests
 
 pytestmark = pytest.mark.integration
 
@@ -117,38 +116,18 @@ async def _person(store: Store) -> str:
     return entity.id
 
 
-def _record(entity: str, content: str, scope: Scope, **extra: object) -> Record:
-    now = FakeClock().now()
-    fields = dict(
-        id=new_id(),
-        type="semantic",
-        version=1,
+def _record(entity: str, content: str, scope: Scope) -> Record:
+    return record_for_tests(
+        FakeClock().now(),
         content=content,
         subject=f"{entity}/answer_style",
         subject_entity_id=entity,
         attribute="answer_style",
         scope=scope,
-        source_kind="user_statement",
         source_ref="session:s1<turn:1>",
-        creator_agent_id="planner",
         evidence=content,
-        created_at=now,
-        event_at=now,
-        expires_at=None,
-        valid_from=None,
-        valid_until=None,
-        review_at=None,
-        review_flagged_at=None,
-        confidence=0.95,
-        status="confirmed",
-        supersedes_id=None,
-        reinforcements=0,
-        last_reinforced_at=None,
         tags=["style"],
-        entity_ids=[],
     )
-    fields.update(extra)
-    return Record(**fields)  # type: ignore[arg-type]
 
 
 def test_dump_and_get_print_records(tmp_path: Path) -> None:
