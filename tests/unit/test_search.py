@@ -265,3 +265,13 @@ async def test_large_eligible_sets_give_the_same_results_through_the_predicate_j
     rows = [await log(world, s.search_id) for s in (before, after)]
     assert [r[0] for r in rows[0]["lexical"]] == [r[0] for r in rows[1]["lexical"]]
     assert [r[0] for r in rows[0]["entity"]] == [r[0] for r in rows[1]["entity"]]
+
+
+async def test_the_log_row_records_what_the_budget_left_out(world: World) -> None:
+    for i in range(3):
+        await world.write(f"Aditya deploy checklist step {i} covers deploy review.", attribute=f"step_{i}")
+    response = await search(world, "deploy checklist review", k=1)
+    row = await log(world, response.search_id)
+    assert len(response.results) == 1 and row["returned"] == [response.results[0].record.id]
+    assert len(row["budget_out"]) == 2 and set(row["budget_out"]).isdisjoint(row["returned"])
+    assert response.results[0].explanation.budget.startswith("fit at position 1 of 1")
