@@ -275,3 +275,23 @@ async def test_the_log_row_records_what_the_budget_left_out(world: World) -> Non
     assert len(response.results) == 1 and row["returned"] == [response.results[0].record.id]
     assert len(row["budget_out"]) == 2 and set(row["budget_out"]).isdisjoint(row["returned"])
     assert response.results[0].explanation.budget.startswith("fit at position 1 of 1")
+
+
+async def test_the_graph_runs_from_plain_json_input(world: World) -> None:
+    written = await world.write(CONCISE)
+    state = await world.rt.search_graph.ainvoke(
+        {
+            "agent_id": "planner",
+            "user_id": "u1",
+            "session_id": "s1",
+            "queries": ["concise answers preamble"],
+            "k": 3,
+            "since": "2020-01-01T00:00:00Z",
+        }
+    )
+    assert state["returned"] == [written.record_id]
+    assert state["rendered"].startswith("memory_search: 1 result")
+    stranger = await world.rt.search_graph.ainvoke(
+        {"agent_id": "planner", "user_id": "u2", "queries": ["concise answers preamble"]}
+    )
+    assert stranger["returned"] == []  # identity decides the scopes; the input cannot name them
