@@ -79,7 +79,7 @@ async def main(path: Path) -> None:
 
         print("\nthe agent later searches its memory (rendered exactly as the model sees it):")
         response = await rt.search(
-            p, SearchRequest(queries=["how long should answers be", "which timezone am I in"])
+            p, SearchRequest(queries=["how detailed should my answers be", "which timezone am I in"])
         )
         print("  " + retold.render_search(response).replace("\n", "\n  "))
         print("\nthe same agent working for another user finds nothing of Aditya's:")
