@@ -19,7 +19,6 @@ every model call goes through :func:`embed_queries` / :func:`embed_documents` /
 from __future__ import annotations
 
 import hashlib
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -29,8 +28,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 import anyio.to_thread
 import numpy as np
 
-from retold.errors import ConfigError, EmbeddingMismatchError, MissingExtraError, RetoldError
-from retold.index.lazy_model import LazyModel
+from retold.errors import ConfigError, EmbeddingMismatchError, MissingExtraError
+from retold.index.lazy_model import LazyModel, ModelLoadError, load_local_or_cached
 from retold.models import Embedder
 
 if TYPE_CHECKING:
@@ -61,10 +60,6 @@ PACKAGED_MODELS = frozenset({"sentence-transformers/all-MiniLM-L6-v2", "all-Mini
 PACKAGED_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 _BATCH_SIZE = 32
 _TRUTHY = frozenset({"1", "true", "yes", "on"})
-
-
-class ModelLoadError(RetoldError, RuntimeError):
-    """The embedding model could not be loaded; the message names the model and why."""
 
 
 class ModelIntegrityError(ModelLoadError):
@@ -145,26 +140,15 @@ class SentenceTransformerEmbedder(LazyModel[EncoderModel]):
         device = resolve_device(self.device)
         packaged = self.name in PACKAGED_MODELS
         local = packaged_model_path() if packaged else Path(self.name).expanduser()
-        if local.is_dir():
-            try:
-                return SentenceTransformer(str(local), device=device, local_files_only=True)
-            except Exception as exc:
-                raise ModelLoadError(
-                    f"cannot load the embedding model from {str(local)!r}: {exc}. "
-                    "Check that the folder holds a complete sentence-transformers model."
-                ) from exc
-        offline = _env_flag("HF_HUB_OFFLINE") or _env_flag("TRANSFORMERS_OFFLINE")
-        try:
-            return SentenceTransformer(self.name, device=device, local_files_only=offline)
-        except Exception as exc:
-            where = "it is not in the local Hugging Face cache and HF_HUB_OFFLINE is set" if offline else (
-                "it is not in the local Hugging Face cache and could not be fetched from the model hub"
-            )  # fmt: skip
-            raise ModelLoadError(
-                f"cannot load embedding model {self.name!r}: {where} ({type(exc).__name__}: {exc}). "
-                "Download it once on a machine with hub access, point embedding.model at a local "
-                "folder, or use the packaged default sentence-transformers/all-MiniLM-L6-v2."
-            ) from exc
+        return load_local_or_cached(
+            SentenceTransformer,
+            self.name,
+            local,
+            device=device,
+            what="embedding model",
+            hint="point embedding.model at a local folder, or use the packaged default "
+            "sentence-transformers/all-MiniLM-L6-v2.",
+        )
 
     def _check(self, model: EncoderModel) -> None:
         probe = getattr(model, "get_embedding_dimension", None) or getattr(
@@ -266,10 +250,6 @@ class SentenceTransformerEmbedder(LazyModel[EncoderModel]):
 
 
 # --- helpers ---------------------------------------------------------------------------------
-
-
-def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in _TRUTHY
 
 
 def resolve_device(device: str) -> str:

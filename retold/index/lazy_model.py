@@ -7,13 +7,60 @@ that refuses a model of the wrong shape before anyone uses it.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from pathlib import Path
+from typing import Any, Generic, TypeVar
 
-__all__ = ["LazyModel"]
+from retold.errors import RetoldError
+
+__all__ = ["LazyModel", "ModelLoadError", "hub_offline", "load_local_or_cached"]
 
 M = TypeVar("M")
+
+
+class ModelLoadError(RetoldError, RuntimeError):
+    """A local model could not be loaded; the message names the model and why."""
+
+
+def hub_offline() -> bool:
+    """True when the environment forbids model-hub access (HF_HUB_OFFLINE / TRANSFORMERS_OFFLINE)."""
+    return any(
+        os.environ.get(n, "").strip().lower() in {"1", "true", "yes", "on"}
+        for n in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    )
+
+
+def load_local_or_cached(
+    constructor: Callable[..., Any], name: str, local: Path, *, device: str, what: str, hint: str
+) -> Any:
+    """Load a sentence-transformers model from a local folder, else from the user's HF cache.
+
+    ``what`` names the model's role in errors ("embedding model", "reranker model"); ``hint``
+    is the sentence that tells the user how to fix it. Never downloads when the hub is off.
+    """
+    if local.is_dir():
+        try:
+            return constructor(str(local), device=device, local_files_only=True)
+        except Exception as exc:
+            raise ModelLoadError(
+                f"cannot load the {what} from {str(local)!r}: {type(exc).__name__}: {exc}. "
+                "Check that the folder holds a complete sentence-transformers model."
+            ) from exc
+    offline = hub_offline()
+    try:
+        return constructor(name, device=device, local_files_only=offline)
+    except Exception as exc:
+        where = (
+            "it is not in the local Hugging Face cache and HF_HUB_OFFLINE is set"
+            if offline
+            else "it is not in the local Hugging Face cache and could not be fetched from the model hub"
+        )
+        raise ModelLoadError(
+            f"cannot load {what} {name!r}: {where} ({type(exc).__name__}: {exc}). "
+            f"Download it once on a machine with hub access, {hint}"
+        ) from exc
 
 
 class LazyModel(Generic[M]):

@@ -21,7 +21,6 @@ torch and sentence-transformers are imported on first use, never at import time.
 from __future__ import annotations
 
 import math
-import os
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -35,7 +34,7 @@ import numpy as np
 
 from retold.errors import MissingExtraError, RetoldError
 from retold.index.embedder import ModelLoadError, resolve_device
-from retold.index.lazy_model import LazyModel
+from retold.index.lazy_model import LazyModel, load_local_or_cached
 from retold.models import Reranker
 
 if TYPE_CHECKING:
@@ -105,10 +104,6 @@ def _sigmoid(logits: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * logits))
 
 
-def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in _TRUTHY
-
-
 class CrossEncoderReranker(LazyModel[CrossEncoderModel]):
     """A :class:`~retold.models.Reranker` over a single-label sentence-transformers ``CrossEncoder``.
 
@@ -151,27 +146,14 @@ class CrossEncoderReranker(LazyModel[CrossEncoderModel]):
         except ImportError as exc:
             raise MissingExtraError("sentence-transformers", "local", "The reranker") from exc
         device = resolve_device(self.device)
-        local = Path(self.name).expanduser()
-        if local.is_dir():
-            try:
-                return CrossEncoder(str(local), device=device, local_files_only=True)
-            except Exception as exc:
-                raise ModelLoadError(
-                    f"cannot load the reranker model from {str(local)!r}: {type(exc).__name__}: {exc}. "
-                    "Check that the folder holds a complete sentence-transformers CrossEncoder."
-                ) from exc
-        offline = _env_flag("HF_HUB_OFFLINE") or _env_flag("TRANSFORMERS_OFFLINE")
-        try:
-            return CrossEncoder(self.name, device=device, local_files_only=offline)
-        except Exception as exc:
-            where = "it is not in the local Hugging Face cache and HF_HUB_OFFLINE is set" if offline else (
-                "it is not in the local Hugging Face cache and could not be fetched from the model hub"
-            )  # fmt: skip
-            raise ModelLoadError(
-                f"cannot load reranker model {self.name!r}: {where} ({type(exc).__name__}: {exc}). "
-                "Download it once on a machine with hub access, point reranker.model at a local "
-                "folder, or set reranker.enabled: false."
-            ) from exc
+        return load_local_or_cached(
+            CrossEncoder,
+            self.name,
+            Path(self.name).expanduser(),
+            device=device,
+            what="reranker model",
+            hint="point reranker.model at a local folder, or set reranker.enabled: false.",
+        )
 
     def _check(self, model: CrossEncoderModel) -> None:
         labels = getattr(model, "num_labels", 1)
