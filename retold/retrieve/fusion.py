@@ -8,11 +8,12 @@ nothing and the others still rank.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from retold.models import Candidate, GeneratorHit, LexicalMatch
 
-__all__ = ["fuse", "rrf"]
+__all__ = ["assemble", "fuse", "rrf"]
 
 
 def rrf(rankings: Sequence[Sequence[str]], k: int) -> dict[str, float]:
@@ -48,25 +49,40 @@ def fuse(
         return min(ranks)
 
     ordered = sorted(scores, key=lambda rid: (-scores[rid], best_rank(rid), rid))
-    out = []
-    for fused_rank, rid in enumerate(ordered, start=1):
-        lex = lexical_hits.get(rid)
-        ent = entity_hits.get(rid)
-        out.append(
-            Candidate(
-                record_id=rid,
-                dense=dense_hits.get(rid),
-                lexical=lex[0] if lex else None,
-                lexical_terms=lex[1] if lex else None,
-                entity=ent[0] if ent else None,
-                entity_id=ent[1] if ent else None,
-                rrf_score=scores[rid],
-                fused_rank=fused_rank,
-                freshness_multiplier=None,
-                score=scores[rid],
-                gate_reason=None,
-                rerank_score=None,
-                rank_after_rerank=None,
-            )
-        )
-    return out
+    return [
+        assemble(rid, rank, scores[rid], dense_hits, lexical_hits, entity_hits)
+        for rank, rid in enumerate(ordered, start=1)
+    ]
+
+
+Hits = Mapping[str, tuple[GeneratorHit, Any]]
+
+
+def assemble(
+    record_id: str,
+    fused_rank: int,
+    rrf_score: float,
+    dense: Mapping[str, GeneratorHit],
+    lexical: Hits,
+    entity: Hits,
+    freshness_multiplier: float | None = None,
+) -> Candidate:
+    """One candidate from the generators' hits; also how a logged search is rebuilt for replay."""
+    lex = lexical.get(record_id)
+    ent = entity.get(record_id)
+    multiplier = 1.0 if freshness_multiplier is None else freshness_multiplier
+    return Candidate(
+        record_id=record_id,
+        dense=dense.get(record_id),
+        lexical=lex[0] if lex else None,
+        lexical_terms=lex[1] if lex else None,
+        entity=ent[0] if ent else None,
+        entity_id=ent[1] if ent else None,
+        rrf_score=rrf_score,
+        fused_rank=fused_rank,
+        freshness_multiplier=freshness_multiplier,
+        score=rrf_score * multiplier,
+        gate_reason=None,
+        rerank_score=None,
+        rank_after_rerank=None,
+    )

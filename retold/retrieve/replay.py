@@ -15,6 +15,7 @@ from typing import Any
 from retold.config import Config
 from retold.errors import NotFoundError
 from retold.models import Candidate, GeneratorHit, LexicalMatch, LexicalTerm
+from retold.retrieve.fusion import assemble
 from retold.retrieve.gate import GateSubject, empty_reason, gate
 from retold.store import Store
 
@@ -43,28 +44,10 @@ def candidates_from_log(row: dict[str, Any]) -> list[Candidate]:
     }
     entity = {r[0]: (GeneratorHit(r[1], 0.0), r[2]) for r in _load(row["entity"])}
     freshness = {r[0]: r[1] for r in _load(row["freshness"])}
-    out = []
-    for record_id, fused_rank, rrf_score in _load(row["fused"]):
-        lex = lexical.get(record_id)
-        ent = entity.get(record_id)
-        multiplier = freshness.get(record_id)
-        out.append(
-            Candidate(
-                record_id=record_id,
-                dense=dense.get(record_id),
-                lexical=lex[0] if lex else None,
-                lexical_terms=lex[1] if lex else None,
-                entity=ent[0] if ent else None,
-                entity_id=ent[1] if ent else None,
-                rrf_score=rrf_score,
-                fused_rank=fused_rank,
-                freshness_multiplier=multiplier,
-                score=rrf_score * (multiplier if multiplier is not None else 1.0),
-                gate_reason=None,
-                rerank_score=None,
-                rank_after_rerank=None,
-            )
-        )
+    out = [
+        assemble(record_id, fused_rank, rrf_score, dense, lexical, entity, freshness.get(record_id))
+        for record_id, fused_rank, rrf_score in _load(row["fused"])
+    ]
     return sorted(out, key=lambda c: (-c.score, c.fused_rank))
 
 
