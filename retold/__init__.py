@@ -36,6 +36,7 @@ from retold.models import (
     SearchResult,
     Turn,
 )
+from retold.policy.prompt import policy_text
 from retold.retrieve.render import render_search
 from retold.runtime import Runtime, open_runtime
 
@@ -68,5 +69,6 @@ __all__ = [
     "__version__",
     "load_config",
     "open_runtime",
+    "policy_text",
     "render_search",
 ]

@@ -316,6 +316,343 @@ def get(record_id: str, store_path: str, config_path: str | None, actor: str) ->
     _echo_json(_run(go()))
 
 
+# --- maintenance (spec §16): expire, retain, erase, reembed, snapshot, check ------------------------
+
+EXIT_FINDINGS = 3
+
+
+@cli.command()
+@common_options
+def expire(store_path: str, config_path: str | None, actor: str) -> None:
+    """Mark every active record past its expiry as expired, one record.status event each.
+
+    Provisional records and session summaries alike. Running it again changes nothing.
+
+    Example:
+
+        retold expire --store memory.sqlite --as cron
+    """
+
+    async def go() -> list[str]:
+        async with _open(store_path, config_path, allow_embedding_mismatch=True) as rt:
+            return await rt.ops.expire(actor=actor)
+
+    expired = _run(go())
+    click.echo(f"expired {len(expired)} record(s)")
+    for record_id in expired:
+        click.echo(f"  {record_id}")
+
+
+@cli.command()
+@common_options
+def retain(store_path: str, config_path: str | None, actor: str) -> None:
+    """Blank the transcripts of extracted sessions that ended over sessions.retain_days ago.
+
+    Turn rows stay (so source references still resolve); a session never extracted is
+    never blanked. One session.retained event per session.
+
+    Example:
+
+        retold retain --store memory.sqlite --config retold.yaml
+    """
+
+    async def go() -> Any:
+        async with _open(store_path, config_path, allow_embedding_mismatch=True) as rt:
+            return await rt.ops.retain(actor=actor)
+
+    report = _run(go())
+    click.echo(f"blanked {report.turns} turn(s) in {len(report.sessions)} session(s)")
+    for session_id in report.sessions:
+        click.echo(f"  {session_id}")
+
+
+@cli.command()
+@click.option("--record", "record_id", default=None, help="Erase one record's content.")
+@click.option("--session", "session_id", default=None, help="Erase one session's transcript.")
+@click.option("--user", "user_id", default=None, help="Erase everything a user's text reached.")
+@click.option("--reason", required=True, help="Why; recorded on the erasure event.")
+@click.option("--yes", is_flag=True, help="Really erase. Without it, print what would be erased.")
+@common_options
+def erase(
+    record_id: str | None,
+    session_id: str | None,
+    user_id: str | None,
+    reason: str,
+    yes: bool,
+    store_path: str,
+    config_path: str | None,
+    actor: str,
+) -> None:
+    """Irreversibly erase durable content: one record, one session, or one user.
+
+    Ids, kinds and timestamps remain; the text goes from every table, the search logs
+    and the event payloads, and the file is compacted so no freed page keeps it. Without
+    --yes nothing changes: the command prints what it would erase.
+
+    Example:
+
+        retold erase --user u1 --reason "deletion request 1432" --as dpo --yes
+    """
+    targets = [t for t in (record_id, session_id, user_id) if t is not None]
+    if len(targets) != 1:
+        raise click.UsageError("give exactly one of --record, --session and --user")
+
+    async def go() -> Any:
+        async with _open(store_path, config_path, allow_embedding_mismatch=True) as rt:
+            return await rt.ops.erase(
+                record=record_id,
+                session=session_id,
+                user=user_id,
+                reason=reason,
+                actor=actor,
+                dry_run=not yes,
+            )
+
+    report = _run(go())
+    click.echo(report.summary())
+    if not report.applied:
+        for kind, ids in (
+            ("record", report.records),
+            ("evidence of record", report.evidence_cleared),
+            ("session", report.sessions),
+            ("entity", report.entities),
+        ):
+            for item in ids:
+                click.echo(f"  {kind} {item}")
+        click.echo("Nothing was changed. Rerun with --yes to erase.", err=True)
+    elif report.compacted is False:
+        raise click.ClickException(
+            "the content is erased, but another connection kept the WAL file from being emptied, so old "
+            "pages may remain in it; stop the other hosts and run the same command again"
+        )
+
+
+@cli.command()
+@click.option("--model", required=True, help="The embedding model (must match embedding.model in --config).")
+@click.option("--version", "model_version", required=True, help="The embedding version (embedding.version).")
+@click.option(
+    "--batch-size", default=None, type=click.IntRange(min=1), help="Default: embedding.reembed_batch_size."
+)
+@common_options
+def reembed(
+    model: str,
+    model_version: str,
+    batch_size: int | None,
+    store_path: str,
+    config_path: str | None,
+    actor: str,
+) -> None:
+    """Re-embed every record that has text and swap all vectors at once (one store.reembedded event).
+
+    Refuses when the latest logged search ran under another embedding with the dense
+    floors the configuration still carries: recalibrate the floors for the new model first.
+
+    Example:
+
+        retold reembed --model BAAI/bge-m3 --version 1 --config bge-m3.yaml
+    """
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    # The bar starts with the first batch, so a refusal prints one error line and nothing else.
+    columns = (TextColumn("re-embedding"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    bar = Progress(*columns, console=Console(stderr=True))
+    task: Any = None
+
+    def progress(done: int, total: int) -> None:
+        nonlocal task
+        if task is None:
+            bar.start()
+            task = bar.add_task("reembed", total=total)
+        bar.update(task, completed=done, total=total)
+
+    async def go() -> Any:
+        async with _open(store_path, config_path, allow_embedding_mismatch=True) as rt:
+            return await rt.ops.reembed(
+                model, model_version, actor=actor, batch_size=batch_size, progress=progress
+            )
+
+    try:
+        report = _run(go())
+    finally:
+        if task is not None:
+            bar.stop()
+    click.echo(
+        f"re-embedded {report.records} record(s) with {report.model} version {report.version} "
+        f"({report.dims} dims) in {report.batches} batch(es)"
+    )
+
+
+@cli.command()
+@click.option("--repair", is_flag=True, help="Rebuild what is derivable: FTS rows, vectors, the version.")
+@common_options
+def check(repair: bool, store_path: str, config_path: str | None, actor: str) -> None:
+    """Check the store's integrity beyond SQLite's own; exit 0 when clean, 3 with findings.
+
+    Every active record has one FTS row and one vector of the configured model; no
+    orphan links; conflicts recorded both ways; records_version consistent with the rows;
+    supersession chains acyclic. --repair rebuilds FTS rows and vectors, reports what it
+    changed, and checks again.
+
+    Example:
+
+        retold check --store memory.sqlite --repair
+    """
+
+    async def go() -> Any:
+        async with _open(store_path, config_path, allow_embedding_mismatch=True) as rt:
+            return await rt.ops.check(repair=repair, actor=actor)
+
+    report = _run(go())
+    for line in report.repaired:
+        click.echo(f"repaired: {line}")
+    for finding in report.findings:
+        click.echo(str(finding))
+    if not report.clean:
+        click.echo(f"{len(report.findings)} finding(s) in {store_path}", err=True)
+        sys.exit(EXIT_FINDINGS)
+    click.echo(f"{store_path}: clean")
+
+
+@cli.group()
+def snapshot() -> None:
+    """Save a consistent copy of the store, or replace the store with one.
+
+    Example:
+
+        retold snapshot save fixtures/before.sqlite --store memory.sqlite
+    """
+
+
+@snapshot.command("save")
+@click.argument("path", type=click.Path(dir_okay=False))
+@common_options
+def snapshot_save(path: str, store_path: str, config_path: str | None, actor: str) -> None:
+    """Copy the whole store (every table) to a new file PATH through SQLite's online backup API.
+
+    Safe while hosts are writing; refuses to overwrite an existing file.
+
+    Example:
+
+        retold snapshot save fixtures/before.sqlite --store memory.sqlite
+    """
+
+    async def go() -> Any:
+        async with _open(store_path, config_path, allow_embedding_mismatch=True) as rt:
+            return await rt.ops.save_snapshot(path)
+
+    info = _run(go())
+    click.echo(f"saved {info.path}: schema version {info.schema_version}, {info.records} record(s)")
+
+
+@snapshot.command("load")
+@click.argument("path", type=click.Path(dir_okay=False))
+@click.option("--yes", is_flag=True, help="Really replace the store. Without it, only validate PATH.")
+@common_options
+def snapshot_load(path: str, yes: bool, store_path: str, config_path: str | None, actor: str) -> None:
+    """Replace the store's contents with the snapshot at PATH; needs --yes and a stopped host.
+
+    The snapshot's schema version is validated first; the load refuses while any other
+    connection holds the store.
+
+    Example:
+
+        retold snapshot load fixtures/before.sqlite --store memory.sqlite --yes
+    """
+    from retold.operations import load_snapshot
+
+    info = _run(load_snapshot(store_path, path, dry_run=not yes))
+    described = f"{info.path} (schema version {info.schema_version}, {info.records} record(s))"
+    if not yes:
+        click.echo(f"would replace {store_path} with {described}")
+        click.echo("Nothing was changed. Stop every host using the store and rerun with --yes.", err=True)
+        return
+    click.echo(f"loaded {described} into {store_path}")
+
+
+@cli.command()
+@click.option(
+    "--store",
+    "store_path",
+    default=None,
+    type=click.Path(dir_okay=False),
+    help="Keep the demo store here (a new file); a temporary one is used otherwise.",
+)
+def demo(store_path: str | None) -> None:
+    """Run the quickstart story offline: tools, evidence, supersession, search, forget."""
+    from retold.quickstart import main as quickstart
+
+    quickstart([store_path] if store_path else [])
+
+
+_SKIPPED = {
+    "not_ended": "session {id} has not ended yet; end it (on_session_end) before extracting it",
+    "already_extracted": "session {id} was already extracted; pass --force to run it again",
+    "claimed_by_other": "another worker is extracting session {id} (its claim lasts "
+    "ingestion.extraction_claim_timeout_minutes); try again later",
+}
+
+
+@cli.command()
+@click.argument("session_id")
+@click.option("--force", is_flag=True, help="Run again on a session that was already extracted.")
+@common_options
+def extract(session_id: str, force: bool, store_path: str, config_path: str | None, actor: str) -> None:
+    """Extract SESSION_ID now: candidates through review, one session summary, one extraction.run.
+
+    Needs an extractor (ingestion.extraction_enabled and the provider's API key). Prints
+    the run as JSON. Exits 1 when the session was skipped (not ended, already extracted
+    without --force, claimed by another worker) or the run failed closed (nothing
+    written; the claim expires after ingestion.extraction_claim_timeout_minutes). A
+    forced re-run over unchanged output reports already_reinforced and changes nothing.
+
+    Example:
+
+        retold extract s1 --config retold.yaml
+    """
+
+    async def go() -> Any:
+        async with _open(store_path, config_path) as rt:
+            return await rt.extract_session(session_id, force=force, actor=actor)
+
+    result = _run(go())
+    _echo_json(result.as_dict())
+    if result.status == "skipped":
+        template = _SKIPPED.get(result.reason or "", "session {id} was skipped: " + str(result.reason))
+        raise click.ClickException(template.format(id=session_id))
+    if result.status == "failed":
+        raise click.ClickException(
+            f"extraction of {session_id} failed closed ({result.reason}); nothing was written. "
+            "See its extraction.failed event; run it again after the claim expires."
+        )
+
+
+@cli.command("review-due")
+@common_options
+def review_due_command(store_path: str, config_path: str | None, actor: str) -> None:
+    """Flag one bounded batch of records whose review_at has arrived.
+
+    At most ingestion.temporal_review_batch_size records; each gets review_flagged_at and
+    one record.review_due event in the same transaction, and nothing else about it
+    changes. Safe to run from several processes at once: a record is flagged once.
+
+    Example:
+
+        retold review-due --store memory.sqlite --as cron
+    """
+    from retold.ingest.temporal import review_due
+
+    async def go() -> Any:
+        async with _open(store_path, config_path, allow_embedding_mismatch=True) as rt:
+            return await review_due(rt.store, rt.config, rt.clock, operator=actor)
+
+    flagged = _run(go())
+    click.echo(f"flagged {len(flagged)} record(s) for review")
+    for item in flagged:
+        review_at = item.review_at.isoformat() if item.review_at else "-"
+        click.echo(f"  {item.record_id}  review_at {review_at}")
+
+
 def main() -> None:
     """Console-script entry point."""
     cli(prog_name="retold")

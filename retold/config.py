@@ -577,6 +577,14 @@ class IngestionConfig(_Block):
             "reaching it records attribute_scan_truncated. Integer >= 1."
         ),
     )
+    extraction_enabled: _Flag = Field(
+        False,
+        description=(
+            "Runs hosted session extraction when a session ends (spec §8.2). Needs the provider's API "
+            "key (ANTHROPIC_API_KEY, OPENAI_API_KEY or OPENROUTER_API_KEY) and the hosted extra; off, "
+            "sessions stay unextracted until `retold extract` runs with an extractor."
+        ),
+    )
     extraction_provider: Provider = Field("anthropic", description="The hosted API of the extraction model.")
     extraction_model: _Name = Field(_HAIKU, description="The hosted model that extracts session candidates.")
     extraction_max_candidates: _PositiveInt = Field(

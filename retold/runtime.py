@@ -12,24 +12,32 @@ The CLI, the adapters, the graphs and the benchmarks all build retold through
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
+import logging
 import os
 from collections.abc import Generator
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from retold.config import Config, load_config
-from retold.errors import InvalidArgumentError, StoreClosedError
+from retold.errors import ConfigError, InvalidArgumentError, NotFoundError, StoreClosedError
 from retold.host import MemoryHost
 from retold.index.vector import VectorIndex
 from retold.ingest.ingestor import Ingestor
 from retold.ingest.session import SessionHooks
-from retold.models import Principal, SearchRequest, SearchResponse
+from retold.models import Principal, SearchRequest, SearchResponse, SessionInfo
 from retold.operations import Operations
 from retold.store import Store
 from retold.util import Clock, SystemClock
 
+if TYPE_CHECKING:
+    from retold.ingest.extraction import ExtractionResult
+
 __all__ = ["Runtime", "open_runtime"]
+
+logger = logging.getLogger(__name__)
 
 
 class Runtime:
@@ -72,18 +80,38 @@ class Runtime:
             from retold.index.reranker import reranker_from_config
 
             reranker = reranker_from_config(config.reranker)
+        if extractor is None:
+            from retold.ingest.structured import extractor_from_config
+
+            extractor = extractor_from_config(config)
+        if extractor is not None and reviewer is None:
+            reviewer = _reviewer_from_config(config)
         self.embedder = embedder
         self.judge = judge
         self.index = VectorIndex(embedder.name, embedder.version, embedder.dims)
         self.ingestor = Ingestor(store, config, clock, embedder=embedder, judge=judge, index=self.index)
-        self.hooks = SessionHooks(store, config, clock)
+        self.hooks = SessionHooks(store, config, clock, on_end=self._on_session_end)
         self.host = MemoryHost(store, clock, self.ingestor)
-        self.ops = Operations(store, config, clock)
+        self.ops = Operations(
+            store,
+            config,
+            clock,
+            embedder=embedder,
+            index=self.index,
+            caches=(judge, reranker, rewriter, extractor, reviewer),
+        )
         self.reranker = reranker
         self.rewriter = rewriter
         self._search_graph: Any = None
+        from retold.tools.handlers import MemoryTools
+
+        self.tools = MemoryTools(self)
         self.extractor = extractor
         self.reviewer = reviewer
+        self._extraction_graph: Any = None
+        # Extractions scheduled by on_session_end run here; close() waits for them.
+        self._background: set[asyncio.Task[Any]] = set()
+        self._closing = False
         self._closed = False
 
     @property
@@ -118,6 +146,67 @@ class Runtime:
         assert run.response is not None
         return run.response
 
+    @property
+    def extraction_graph(self) -> Any:
+        """The compiled extraction graph (spec §8.2 as LangGraph nodes), built on first use."""
+        if self._extraction_graph is None:
+            from retold.graph_nodes.extraction import build_extraction_graph
+
+            self._extraction_graph = build_extraction_graph(self)
+        return self._extraction_graph
+
+    async def extract_session(
+        self, session_id: str, *, force: bool = False, actor: str | None = None
+    ) -> ExtractionResult:
+        """Run session extraction now and wait for it; returns what the run did.
+
+        ``status`` is ``extracted``, ``skipped`` (not ended, already extracted — pass
+        ``force=True`` to re-run —, or claimed by another worker) or ``failed`` (closed:
+        nothing written, ``extraction.failed`` appended, the claim left to expire).
+        Raises :class:`~retold.errors.ConfigError` without an extractor and
+        :class:`~retold.errors.NotFoundError` for an unknown session.
+        """
+        self._check_open()
+        if self.extractor is None:
+            raise ConfigError(
+                "no extractor is configured: set ingestion.extraction_enabled: true (with the provider's "
+                "API key) or pass extractor= to open_runtime",
+                key="ingestion.extraction_enabled",
+            )
+        from retold.ingest.extraction import EXTRACTION_ACTOR, ExtractionRun
+
+        run = ExtractionRun(session_id=session_id, force=force, actor=actor or EXTRACTION_ACTOR)
+        await self.extraction_graph.ainvoke({"run": run})
+        assert run.result is not None
+        if run.result.status == "skipped" and run.result.reason == "not_found":
+            raise NotFoundError(f"no session {session_id!r}")
+        return run.result
+
+    async def _on_session_end(self, session: SessionInfo) -> None:
+        """The session hooks' seam: schedule extraction in the background when an extractor exists."""
+        if self.extractor is None or self._closing or self._closed:
+            return
+        # A fresh context: the task must not inherit a caller's store transaction.
+        task = asyncio.get_running_loop().create_task(
+            self._extract_in_background(session.id), context=contextvars.Context()
+        )
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _extract_in_background(self, session_id: str) -> None:
+        try:
+            result = await self.extract_session(session_id)
+        except Exception:
+            logger.exception("background extraction of session %s could not run", session_id)
+            return
+        if result.status == "failed":
+            logger.warning("background extraction of session %s failed closed: %s", session_id, result.reason)
+
+    async def join_background(self) -> None:
+        """Wait until every extraction scheduled so far has finished."""
+        while self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)
+
     async def warm(self) -> None:
         """Load the embedder and the vector index now, so the first search pays nothing."""
         self._check_open()
@@ -126,12 +215,31 @@ class Runtime:
         await warm(self.embedder)
         await self.index.refresh(self.store, self.config.embedding.incremental_reload_max)
 
-    async def close(self) -> None:
-        """Close the store; calling it again does nothing."""
-        if self._closed:
+    async def close(self, *, cancel_background: bool = False) -> None:
+        """Finish (or, with ``cancel_background``, cancel) scheduled extractions, then close the store.
+
+        A cancelled extraction writes nothing: its transaction rolls back and its claim
+        expires, so the next ``retold extract`` reclaims the session. Calling close again
+        does nothing.
+        """
+        if self._closed or self._closing:
             return
-        self._closed = True
-        await self.store.close()
+        self._closing = True
+        try:
+            if cancel_background:
+                for task in list(self._background):
+                    task.cancel()
+            await self.join_background()
+        except BaseException:  # the close itself was cancelled: do not leave runs behind
+            pending = list(self._background)
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.wait(pending)
+            raise
+        finally:
+            self._closed = True
+            await self.store.close()
 
     async def __aenter__(self) -> Runtime:
         return self
@@ -139,7 +247,22 @@ class Runtime:
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        await self.close()
+        await self.close(cancel_background=exc is not None)
+
+
+def _reviewer_from_config(config: Config) -> Any:
+    """The hosted reviewer an extractor needs, with a hint for hosts that pass their own models."""
+    from retold.ingest.structured import reviewer_from_config
+
+    try:
+        return reviewer_from_config(config)
+    except ConfigError as exc:
+        raise ConfigError(
+            f"{exc} Session extraction reviews every candidate before it is written: configure "
+            "ingestion.review_provider or pass reviewer= to open_runtime "
+            "(retold.testing.FakeReviewer in tests).",
+            key=exc.key,
+        ) from exc
 
 
 async def _open(
@@ -193,7 +316,7 @@ class _RuntimeOpener:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         if self._runtime is not None:
-            await self._runtime.close()
+            await self._runtime.close(cancel_background=exc is not None)
 
 
 def open_runtime(

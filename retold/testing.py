@@ -7,24 +7,38 @@ async with retold.open_runtime(path, embedder=FakeEmbedder(), judge=FakeJudge(),
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import re
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
-from retold.models import Record, RewriteResult, Scope, Verdict
+from retold.models import (
+    CandidateRecord,
+    ExtractionContext,
+    ExtractionOutput,
+    Record,
+    ReviewContext,
+    ReviewDecision,
+    RewriteResult,
+    Scope,
+    Turn,
+    Verdict,
+)
 from retold.util import new_id
 
 __all__ = [
     "FakeClock",
     "FakeEmbedder",
+    "FakeExtractor",
     "FakeJudge",
     "FakeReranker",
+    "FakeReviewer",
     "FakeRewriter",
     "record_for_tests",
 ]
@@ -228,6 +242,76 @@ class FakeReranker:
         if _is_exception(self.scores):
             raise self.scores
         return [self._one(query, doc) for doc in docs]
+
+
+class FakeExtractor:
+    """An :class:`~retold.models.Extractor` that returns ``output`` (an ``ExtractionOutput``).
+
+    When ``output`` is an exception instance or class it is raised instead; a callable
+    ``(transcript, context)`` is called. ``delay_s`` sleeps first (to force the extraction
+    timeout); ``.calls`` captures ``(transcript, context)``.
+    """
+
+    name = "fake-extractor"
+    model = "fake"
+
+    def __init__(
+        self, output: object = None, *, delay_s: float = 0.0, prompt_version: str = "fake_v1"
+    ) -> None:
+        self.output = output if output is not None else ExtractionOutput([], None)
+        self.delay_s = delay_s
+        self.prompt_version = prompt_version
+        self.calls: list[tuple[list[Turn], ExtractionContext]] = []
+
+    def extract(self, transcript: list[Turn], context: ExtractionContext) -> ExtractionOutput:
+        self.calls.append((list(transcript), context))
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        output = self.output
+        if _is_exception(output):
+            raise output  # type: ignore[misc]
+        if callable(output):
+            return output(list(transcript), context)  # type: ignore[no-any-return]
+        return copy.deepcopy(output)  # type: ignore[return-value]
+
+
+class FakeReviewer:
+    """A :class:`~retold.models.CandidateReviewer` that returns ``decisions[i]`` for the i-th candidate.
+
+    Past the end of ``decisions`` (or without it) every candidate gets
+    ``ReviewDecision(default, None, "fake")``. A decision that is an exception is raised
+    instead, and ``delay_s`` sleeps before answering, so tests can force a reviewer
+    failure or timeout. ``.calls`` captures ``(candidate, context)``.
+    """
+
+    name = "fake-reviewer"
+    model = "fake"
+
+    def __init__(
+        self,
+        default: Literal["accept", "reject", "revise"] = "accept",
+        decisions: Sequence[object] | None = None,
+        *,
+        delay_s: float = 0.0,
+        prompt_version: str = "fake_v1",
+    ) -> None:
+        self.default = default
+        self.decisions = list(decisions or [])
+        self.delay_s = delay_s
+        self.prompt_version = prompt_version
+        self.calls: list[tuple[CandidateRecord, ReviewContext]] = []
+
+    def review(self, candidate: CandidateRecord, context: ReviewContext) -> ReviewDecision:
+        index = len(self.calls)
+        self.calls.append((candidate, context))
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        if index < len(self.decisions):
+            decision = self.decisions[index]
+            if _is_exception(decision):
+                raise decision  # type: ignore[misc]
+            return decision  # type: ignore[return-value]
+        return ReviewDecision(self.default, None, "fake")
 
 
 def record_for_tests(now: datetime, **overrides: Any) -> Record:

@@ -30,3 +30,18 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         if reporter:
             reporter.write_line(f"FAILED: {skipped} test(s) were skipped; retold's suite allows no skips.")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    """Say so when RETOLD_SLOW_TESTS=1 scales the property and fuzz tests (tests/unit/slow.py)."""
+    if os.environ.get("RETOLD_SLOW_TESTS") == "1":
+        return "RETOLD_SLOW_TESTS=1: property and fuzz tests run at least 10,000 examples each"
+    return None
+
+
+if os.environ.get("RETOLD_SLOW_TESTS") == "1":
+    from hypothesis import settings as _hypothesis_settings
+
+    # A failure deep in a 10,000-example run must be replayable: print its reproduction blob.
+    _hypothesis_settings.register_profile("retold-slow", deadline=None, print_blob=True)
+    _hypothesis_settings.load_profile("retold-slow")

@@ -265,6 +265,19 @@ class VectorIndex:
             self._remove_row(record_id)
             return True
 
+    def forget(self, record_id: str, index_version: int) -> None:
+        """Erase a record's row after a committed erasure: hide it and zero its vector.
+
+        :meth:`remove` only hides a row; an erased record's vector must not stay in this
+        process's memory either (spec §16). Applies whatever version the index holds.
+        """
+        with self._lock:
+            self._note_local(record_id, max(index_version, self._applied.get(record_id, index_version)))
+            self._remove_row(record_id)
+            row = self._state.pos.get(record_id)
+            if row is not None:
+                self._state.matrix[row] = 0.0
+
     def touch(self, record_id: str, index_version: int) -> bool:
         """Note a committed write that left the record's vector as it was (say, a status change).
 

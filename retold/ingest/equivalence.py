@@ -8,7 +8,8 @@ No PyPI package ships an NLI model (docs: MODELS.md), so three judges are planne
   and ``contradicts`` only with a reason naming the rule and the differing words.
 * :class:`NLICrossEncoderJudge` — a local sentence-transformers NLI cross-encoder such as
   ``cross-encoder/nli-deberta-v3-small`` for users who have one in their model cache.
-* ``LLMJudge`` — the hosted model; it arrives with the hosted extractor (see :func:`build_judge`).
+* :class:`~retold.ingest.llm_judge.LLMJudge` — a hosted model through the CompletionClient,
+  chosen by naming it ``<provider>:<model>`` (see :func:`build_judge`).
 
 Judges run in worker threads (``anyio.to_thread``), so each keeps no mutable state except
 caches guarded by a lock. :func:`decide` is how the ingestor asks any judge for a verdict
@@ -77,13 +78,17 @@ def build_judge(config: Config, embedder: Any) -> EquivalenceJudge:
     """The judge ``ingestion.equivalence.model`` names.
 
     ``retold/conservative-judge-v1`` (the default) is :class:`ConservativeJudge` over
-    ``embedder``; any other name is a sentence-transformers NLI cross-encoder id or path,
-    loaded lazily on first use with the configured floors.
+    ``embedder``; ``<provider>:<model>`` (``anthropic:claude-haiku-4-5-20251001``) is the
+    hosted ``LLMJudge``; any other name is a sentence-transformers NLI cross-encoder id or
+    path, loaded lazily on first use with the configured floors.
     """
     eq = config.ingestion.equivalence
     if eq.model == CONSERVATIVE_MODEL:
         return ConservativeJudge(embedder)
-    # The hosted LLMJudge (CompletionClient) plugs in here when it lands, keyed on its provider.
+    from retold.ingest.llm_judge import LLMJudge, hosted_judge_model
+
+    if hosted_judge_model(eq.model) is not None:  # "<provider>:<model>": the hosted LLMJudge
+        return LLMJudge.from_config(config)
     device = config.embedding.device
     return NLICrossEncoderJudge(
         eq.model,

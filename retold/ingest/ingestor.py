@@ -11,7 +11,9 @@ and events as one unit, and the in-memory vector index is updated after it commi
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import dataclasses
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import numpy as np
@@ -22,7 +24,7 @@ from retold.ingest.entities import principal_entity, resolve_entities
 from retold.ingest.equivalence import decide
 from retold.ingest.evidence import EvidenceOutcome, assess_evidence
 from retold.ingest.persist import Persister
-from retold.ingest.request import RETRY, Plan, Refused, WriteRequest, WriteResult, fail
+from retold.ingest.request import RETRY, Plan, Refused, Revision, WriteRequest, WriteResult, fail
 from retold.ingest.supersession import Decision, Judged, decide_current_fact, scan_window
 from retold.models import (
     RECORD_TYPES,
@@ -37,6 +39,9 @@ from retold.policy import lifecycle
 from retold.policy.grants import readable_scopes, writable_scopes
 from retold.store import Store
 from retold.util import Clock, Timer, new_id, normalize_attribute, normalize_ws
+
+if TYPE_CHECKING:
+    from retold.ingest.batch import Overlay
 
 __all__ = ["Ingestor", "WriteRequest", "WriteResult"]
 
@@ -74,14 +79,44 @@ class Ingestor:
         self, principal: Principal, request: WriteRequest, *, actor: str | None = None
     ) -> WriteResult:
         """Validate, decide and persist one candidate; never raises on bad input."""
+        return await self._run(
+            request.scope, request, actor or principal.agent_id,
+            lambda timer: self._plan(principal, request, timer),
+        )  # fmt: skip
+
+    async def revise(
+        self, principal: Principal, target: Record, revision: Revision, *, actor: str | None = None
+    ) -> WriteResult:
+        """Supersede an active record with new content (memory_revise ``supersede``, spec §11).
+
+        The revision goes through the evidence path of a write, must hold authority over the
+        record it replaces (§6.3: an unevidenced inference cannot displace a user statement),
+        and inherits its subject, attribute, tags and entity links with their roles.
+        """
+        request = WriteRequest(
+            type=target.type, content=revision.content, scope=target.scope,
+            source_kind=revision.source_kind, evidence=revision.evidence,
+            evidence_turn=revision.evidence_turn, tags=list(target.tags),
+        )  # fmt: skip
+        return await self._run(
+            target.scope, request, actor or principal.agent_id,
+            lambda timer: self._plan_revision(principal, target.id, request, revision.reason, timer),
+        )  # fmt: skip
+
+    async def _run(
+        self,
+        scope: Scope,
+        request: WriteRequest,
+        actor: str,
+        planner: Callable[[Timer], Awaitable[Plan]],
+    ) -> WriteResult:
         timer = Timer()
-        actor = actor or principal.agent_id
         ambiguous: list[Resolution] = []
-        lock = self._locks.setdefault(request.scope, asyncio.Lock())
+        lock = self._locks.setdefault(scope, asyncio.Lock())
         for attempt in (1, 2):
             try:
                 async with lock:
-                    plan = await self._plan(principal, request, timer)
+                    plan = await planner(timer)
                     ambiguous = plan.ambiguous
                     result = await self._persist.commit(plan, actor, timer)
                 break
@@ -98,7 +133,29 @@ class Ingestor:
 
     # --- before the transaction ---------------------------------------------------------------
 
-    async def _plan(self, principal: Principal, request: WriteRequest, timer: Timer) -> Plan:
+    async def plan(
+        self, principal: Principal, request: WriteRequest, timer: Timer, *, overlay: Overlay | None = None
+    ) -> Plan:
+        """Validate and decide one candidate without writing (raises :class:`Refused`).
+
+        The first half of a write: every model call (embedding, judge) happens here, so a
+        caller can plan several candidates and commit them in one transaction afterwards
+        (:mod:`retold.ingest.batch`). ``overlay`` carries the effects of earlier plans of
+        the same batch, so a later candidate is decided against them too.
+        """
+        return await self._plan(principal, request, timer, overlay=overlay)
+
+    def scope_lock(self, scope: Scope) -> asyncio.Lock:
+        """The lock that keeps decide-then-write for ``scope`` from interleaving in this process."""
+        return self._locks.setdefault(scope, asyncio.Lock())
+
+    @property
+    def persister(self) -> Persister:
+        return self._persist
+
+    async def _plan(
+        self, principal: Principal, request: WriteRequest, timer: Timer, *, overlay: Overlay | None = None
+    ) -> Plan:
         content = request.content.strip() if isinstance(request.content, str) else ""
         if not content:
             raise fail("invalid_input", "content must be non-blank text")
@@ -122,6 +179,8 @@ class Ingestor:
 
         with timer("entities"):
             links, primary, ambiguous = await self._entities(principal, request, readable, notes)
+            if overlay is not None:  # one new name planned by two candidates becomes one entity
+                links, primary = await overlay.share_entities(self._store, links, primary)
 
         attribute = self._attribute(request, primary)
         kind = evidence.source_kind
@@ -158,9 +217,72 @@ class Ingestor:
             vectors = await anyio.to_thread.run_sync(self._embedder.embed_documents, [content])
             vector = np.asarray(vectors[0], dtype=np.float32)
 
-        decision, judged, truncated = await self._decide(record, vector, timer)
+        decision, judged, truncated = await self._decide(record, vector, timer, overlay)
         return Plan(record, vector, evidence, request.source_kind, links, decision, judged, truncated,
                      notes, ambiguous)  # fmt: skip
+
+    async def _plan_revision(
+        self, principal: Principal, target_id: str, request: WriteRequest, reason: str, timer: Timer
+    ) -> Plan:
+        content = request.content.strip() if isinstance(request.content, str) else ""
+        if not content:
+            raise fail("invalid_input", "content must be non-blank text")
+        target = await self._store.get_record(target_id)  # re-read: it may have changed meanwhile
+        if target is None or not target.is_active:
+            status = target.status if target else "gone"
+            raise fail("invalid_input", f"record {target_id} is {status}: history cannot be revised")
+        with timer("permission"):
+            if target.scope not in await writable_scopes(self._store, principal):
+                raise fail("scope_not_writable", f"this session cannot write to {target.scope}")
+        notes: list[str] = []
+        with timer("evidence"):
+            evidence = await self._evidence(principal, request, content)
+            if evidence.note:
+                notes.append(evidence.note)
+        now = self._clock.now()
+        kind = evidence.source_kind
+        with timer("entities"):
+            links: list[tuple[Entity, str]] = []
+            for entity_id, role in await self._store.record_links(target.id):
+                entity = await self._store.follow_merges(entity_id)
+                if entity is not None and entity.id not in {e.id for e, _ in links}:
+                    links.append((entity, role))
+        links.sort(key=lambda pair: (pair[1] != "about", pair[0].id != target.subject_entity_id))
+        record = dataclasses.replace(
+            target,
+            id=new_id(),
+            version=1,
+            content=content,
+            source_kind=kind,  # type: ignore[arg-type]
+            source_ref=evidence.source_ref,
+            creator_agent_id=principal.agent_id,
+            evidence=evidence.evidence,
+            created_at=now,
+            event_at=now,
+            expires_at=lifecycle.initial_expiry(kind, now, self._config),
+            review_flagged_at=None,
+            confidence=lifecycle.initial_confidence(kind),
+            status=lifecycle.initial_status(kind),  # type: ignore[arg-type]
+            supersedes_id=target.id,
+            reinforcements=0,
+            last_reinforced_at=None,
+            tags=list(target.tags),
+            entity_ids=[e.id for e, _ in links],
+            index_version=0,
+        )
+        if not lifecycle.has_authority(record, target, self._config):
+            raise fail(
+                "invalid_input",
+                f"a revision with source_kind {kind} cannot replace a {target.source_kind} record "
+                "(spec §6.3 authority); "
+                "quote the user's words from this session as evidence, or leave the record as it is",
+            )
+        with timer("embed"):
+            vectors = await anyio.to_thread.run_sync(self._embedder.embed_documents, [content])
+            vector = np.asarray(vectors[0], dtype=np.float32)
+        decision = Decision("supersede", target, "manual_revision", reason=reason)
+        return Plan(record, vector, evidence, request.source_kind, links, decision, [], False, notes, [],
+                    revision_reason=reason)  # fmt: skip
 
     async def _evidence(self, principal: Principal, request: WriteRequest, content: str) -> EvidenceOutcome:
         if request.trusted:
@@ -266,16 +388,24 @@ class Ingestor:
         return out
 
     async def _decide(
-        self, record: Record, vector: np.ndarray, timer: Timer
+        self, record: Record, vector: np.ndarray, timer: Timer, overlay: Overlay | None = None
     ) -> tuple[Decision, list[Judged], bool]:
         cfg = self._config.ingestion
         judged: list[Judged] = []
         truncated = False
+        retired = overlay.retired if overlay is not None else set()
+
+        if record.source_kind == "session_summary":
+            return await self._summary_decision(record, overlay), judged, truncated
 
         # Identical content from the same evidence is the same claim, judge or no judge.
         if record.source_ref is not None:
-            for existing in await self._store.live_records_with_ref(record.scope, record.source_ref):
-                if existing.type == record.type and normalize_ws(existing.content) == record.content:
+            same_ref = await self._store.live_records_with_ref(record.scope, record.source_ref)
+            if overlay is not None:
+                same_ref = [r for r in same_ref if r.id not in retired] + overlay.with_ref(record.source_ref)
+            for existing in same_ref:
+                if (existing.scope == record.scope and existing.type == record.type
+                        and normalize_ws(existing.content) == record.content):  # fmt: skip
                     return Decision("reinforce", existing, "identical", verdict="same"), judged, truncated
 
         scanned: list[Record] = []
@@ -285,8 +415,14 @@ class Ingestor:
                     record.scope, record.type, record.subject_entity_id, record.attribute or "",
                     cfg.max_entity_attributes,
                 )  # fmt: skip
+                if overlay is not None:
+                    planned = overlay.about(record.scope, record.type, record.subject_entity_id)
+                    window = [r for r in window if r.id not in retired] + planned
+                    same_attribute = [r for r in same_attribute if r.id not in retired] + [
+                        r for r in planned if r.attribute == record.attribute
+                    ]
                 scanned = scan_window(window, same_attribute, self._config)
-            judged = await self._judge_all(record, vector, scanned, timer)
+            judged = await self._judge_all(record, vector, scanned, timer, overlay)
             with timer("supersession"):
                 decision = decide_current_fact(record, judged, self._config)
             if decision is not None:
@@ -304,10 +440,12 @@ class Ingestor:
                     record.scope, record.type, record.subject_entity_id
                 )
             # The multiply runs in a worker thread: at 50K records it would hold the loop ~20 ms.
-            hits = await anyio.to_thread.run_sync(self._index.search, vector, eligible - seen, 10)
+            hits = await anyio.to_thread.run_sync(self._index.search, vector, eligible - seen - retired, 10)
             nearby_ids = [rid for rid, cos in hits if cos >= cfg.dedup_candidate_cosine]
             nearby = await self._store.get_records(nearby_ids)
-        near_judged = await self._judge_all(record, vector, nearby, timer)
+            if overlay is not None:
+                nearby += overlay.nearby(record.scope, record.type, vector, cfg.dedup_candidate_cosine, seen)
+        near_judged = await self._judge_all(record, vector, nearby, timer, overlay)
         judged += near_judged
         for item in sorted(near_judged, key=lambda j: -j.cosine):
             if item.verdict == "same":
@@ -318,14 +456,36 @@ class Ingestor:
                 )
         return Decision("create"), judged, truncated
 
+    async def _summary_decision(self, record: Record, overlay: Overlay | None) -> Decision:
+        """A session summary only ever meets an earlier summary of its own session (spec §6.2).
+
+        ``source_ref`` is its idempotency key: identical text reinforces (a re-run reports
+        ``already_reinforced``), different text supersedes so the history remains, and no
+        judge or nearby search is consulted.
+        """
+        assert record.source_ref is not None
+        retired = overlay.retired if overlay is not None else set()
+        live = [r for r in await self._store.live_session_summaries(record.source_ref) if r.id not in retired]
+        if overlay is not None:
+            live += [r for r in overlay.with_ref(record.source_ref) if r.source_kind == "session_summary"]
+        if not live:
+            return Decision("create")
+        current = live[-1]
+        if normalize_ws(current.content) == normalize_ws(record.content):
+            return Decision("reinforce", current, "identical", verdict="same")
+        return Decision("supersede", current, "session_summary", reason="the session was summarised again")
+
     async def _judge_all(
-        self, record: Record, vector: np.ndarray, others: list[Record], timer: Timer
-    ) -> list[Judged]:
+        self, record: Record, vector: np.ndarray, others: list[Record], timer: Timer,
+        overlay: Overlay | None = None,
+    ) -> list[Judged]:  # fmt: skip
         if not others:
             return []
         cosines = []
         for other in others:
             other_vec = self._index.vector_for(other.id)
+            if other_vec is None and overlay is not None:
+                other_vec = overlay.vector_for(other.id)
             cosines.append(float(np.dot(vector, other_vec)) if other_vec is not None else 0.0)
 
         def run() -> list[tuple[str, str | None]]:

@@ -7,6 +7,7 @@ versions afterwards, so a rolled-back write never reaches it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -44,7 +45,14 @@ class Persister:
         self._judge = judge
         self._index = index
 
-    async def commit(self, plan: Plan, actor: str, timer: Timer) -> WriteResult:
+    async def commit(
+        self, plan: Plan, actor: str, timer: Timer, *, deferred: list[Callable[[], None]] | None = None
+    ) -> WriteResult:
+        """Write one plan in a transaction (a savepoint inside a caller's), then update the index.
+
+        With ``deferred`` the index update is appended there instead, for a caller whose
+        outer transaction has not committed yet (a batch must not index rolled-back rows).
+        """
         decision = plan.decision
         record = plan.record
         now = record.created_at
@@ -54,7 +62,7 @@ class Persister:
 
         if decision.action == "reinforce":
             assert decision.target is not None
-            return await self.reinforce(plan, decision.target, actor, timer, base_payload)
+            return await self.reinforce(plan, decision.target, actor, timer, base_payload, deferred=deferred)
 
         if decision.action == "supersede":
             record.supersedes_id = decision.target.id if decision.target else None
@@ -85,14 +93,15 @@ class Persister:
                     links.append((stored.id, role))
                 if await self._target_changed(decision):
                     raise fail(RETRY, "a record this write depends on changed meanwhile; retry")
-                touched.append((record.id, await self._store.insert_record(record, links=links)))
-                touched.append((record.id, await self._store.put_embedding(
-                    record.id, self._embedder.name, self._embedder.version, plan.vector)))  # fmt: skip
+                # Retire first: one live session summary per source_ref is a unique index (§6.2).
                 superseded = []
                 if decision.action == "supersede":
                     superseded = [decision.target.id, *decision.also_superseded]  # type: ignore[union-attr]
                     for old_id in superseded:
                         touched.append((old_id, await self._store.set_status(old_id, "superseded")))
+                touched.append((record.id, await self._store.insert_record(record, links=links)))
+                touched.append((record.id, await self._store.put_embedding(
+                    record.id, self._embedder.name, self._embedder.version, plan.vector)))  # fmt: skip
                 if decision.action == "conflict":
                     await self._store.add_conflict(record.id, decision.target.id, now)  # type: ignore[union-attr]
             with timer("event_log"):
@@ -112,17 +121,24 @@ class Persister:
                         "record.superseded", actor, record_id=old_id,
                         payload={"superseded_by": record.id, "also": old_id != decision.target.id,  # type: ignore[union-attr]
                                  "verdict": decision.verdict, "reason": decision.reason,
+                                 "manual_revision": plan.revision_reason is not None,
                                  "judge": judge_identity(self._judge)},
                     )  # fmt: skip
         timer.timings_ms["transaction"] = max(0.0, (anyio.current_time() - t_tx) * 1000.0 - sum(
             timer.timings_ms.get(s, 0.0) for s in ("persistence", "event_log")))  # fmt: skip
-        with timer("index_update"):
-            self._index_update(touched, plan.vector, record.id)
+        self._after_commit(timer, deferred, lambda: self._index_update(touched, plan.vector, record.id))
         return WriteResult(ok=True, outcome=outcome, record_id=record.id, status=record.status,
                            note="; ".join(plan.notes) or None, notes=plan.notes)  # fmt: skip
 
     async def reinforce(
-        self, plan: Plan, target: Record, actor: str, timer: Timer, base_payload: dict[str, Any]
+        self,
+        plan: Plan,
+        target: Record,
+        actor: str,
+        timer: Timer,
+        base_payload: dict[str, Any],
+        *,
+        deferred: list[Callable[[], None]] | None = None,
     ) -> WriteResult:
         incoming = plan.record
         t_tx = anyio.current_time()
@@ -164,10 +180,19 @@ class Persister:
                 )
         timer.timings_ms["transaction"] = max(0.0, (anyio.current_time() - t_tx) * 1000.0 - sum(
             timer.timings_ms.get(s, 0.0) for s in ("persistence", "event_log")))  # fmt: skip
-        with timer("index_update"):
-            self._index_update(touched, None, None)
+        self._after_commit(timer, deferred, lambda: self._index_update(touched, None, None))
         return WriteResult(ok=True, outcome=outcome, record_id=current.id, status=status,
                            note="; ".join(plan.notes) or None, notes=plan.notes)  # fmt: skip
+
+    @staticmethod
+    def _after_commit(
+        timer: Timer, deferred: list[Callable[[], None]] | None, update: Callable[[], None]
+    ) -> None:
+        if deferred is not None:
+            deferred.append(update)
+            return
+        with timer("index_update"):
+            update()
 
     async def _target_changed(self, decision: Decision) -> bool:
         """Optimistic check inside the transaction: the record we decided against is still active."""
@@ -206,6 +231,9 @@ class Persister:
                 for j in plan.judged
             ],
         }
+        if plan.revision_reason is not None:
+            payload["manual_revision"] = True
+            payload["reason"] = plan.revision_reason
         if plan.evidence.entail_score is not None:
             payload["entail_score"] = round(plan.evidence.entail_score, 4)
         if plan.truncated:

@@ -12,7 +12,7 @@ from retold.ingest.evidence import EvidenceOutcome
 from retold.ingest.supersession import Decision, Judged
 from retold.models import Entity, EntityMention, Record, Resolution, Scope
 
-__all__ = ["RETRY", "Plan", "Refused", "WriteRequest", "WriteResult", "fail"]
+__all__ = ["RETRY", "Plan", "Refused", "Revision", "WriteRequest", "WriteResult", "fail"]
 
 RETRY = "concurrent_change"
 """Internal error code: a record the decision depended on changed before the commit."""
@@ -101,3 +101,15 @@ class Plan:
     truncated: bool
     notes: list[str]
     ambiguous: list[Resolution]
+    revision_reason: str | None = None  # set for a memory_revise supersede (manual_revision)
+
+
+@dataclass(frozen=True)
+class Revision:
+    """A memory_revise ``supersede``: new content for an active record, with its own evidence."""
+
+    content: str
+    reason: str
+    source_kind: str = "agent_inference"
+    evidence: str | None = None
+    evidence_turn: int | None = None

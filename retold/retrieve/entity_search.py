@@ -21,7 +21,7 @@ from retold.util import normalize_alias
 if TYPE_CHECKING:
     from retold.store import Store
 
-__all__ = ["EntityHit", "alias_candidates", "entity_search", "resolve_query_aliases"]
+__all__ = ["EntityHit", "alias_candidates", "entity_search", "resolve_query_aliases", "without_entities"]
 
 
 def alias_candidates(queries: Iterable[str], hints: Iterable[str] | None, max_alias_tokens: int) -> list[str]:
@@ -66,6 +66,21 @@ async def resolve_query_aliases(
     if not wanted or not scope_list:
         return {}
     return await store.resolve_aliases(wanted, scope_list)
+
+
+def without_entities(alias_matches: dict[str, list[str]], dropped: Iterable[str]) -> dict[str, list[str]]:
+    """The matches minus ``dropped`` entity ids; aliases left with no entity disappear.
+
+    The searcher's own person entity is dropped: every personal record is about the user,
+    so naming them ("what is Aditya's favourite club?") selects nothing, and as an
+    entity hit it would pass the gate for every record in their scope, making an
+    honest empty answer impossible for any query that mentions them.
+    """
+    drop = set(dropped)
+    if not drop:
+        return alias_matches
+    kept = {alias: [e for e in ids if e not in drop] for alias, ids in alias_matches.items()}
+    return {alias: ids for alias, ids in kept.items() if ids}
 
 
 @dataclass(frozen=True)

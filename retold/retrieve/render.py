@@ -5,7 +5,8 @@
     matched: dense 0.71 (rank 2), lexical 3/3 (rank 1); fused rank 1; passed gate on dense
 
 The short id is the last 12 hex digits of the UUIDv7 (its random part, so ids created in
-the same millisecond still differ); the structured payload keeps the full id.
+the same millisecond still differ); tools accept it wherever they take an id, and the
+structured payload keeps the full id.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ __all__ = ["render_result", "render_search", "short_id"]
 
 
 def short_id(record_id: str) -> str:
-    return record_id.replace("-", "")[-12:]
+    """The last 12 characters: a UUIDv7's random tail, indexed in the store for lookups."""
+    return record_id[-12:]
 
 
 def _quoted(queries: list[str]) -> str:

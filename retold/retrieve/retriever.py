@@ -33,16 +33,22 @@ from retold.models import (
     SearchResult,
 )
 from retold.policy.grants import readable_scopes
+from retold.policy.prompt import POLICY_VERSION
 from retold.retrieve.budget import fill_budget
 from retold.retrieve.dedup import collapse_duplicates
-from retold.retrieve.entity_search import alias_candidates, entity_search, resolve_query_aliases
+from retold.retrieve.entity_search import (
+    alias_candidates,
+    entity_search,
+    resolve_query_aliases,
+    without_entities,
+)
 from retold.retrieve.explain import build_explanation
 from retold.retrieve.freshness import apply_freshness
 from retold.retrieve.fusion import fuse
 from retold.retrieve.gate import GateSubject, empty_reason, gate
 from retold.retrieve.lexical import lexical_search
 from retold.retrieve.rewrite import rewrite_stage
-from retold.util import new_id
+from retold.util import new_id, normalize_alias
 
 if TYPE_CHECKING:
     from retold.runtime import Runtime
@@ -168,6 +174,10 @@ async def generate(rt: Runtime, run: SearchRun) -> None:
         aliases = await resolve_query_aliases(
             rt.store, alias_candidates(run.queries, hints, rt.config.retrieval.max_alias_tokens), run.scopes
         )
+        if aliases:
+            user = run.principal.user_scope
+            own = await rt.store.entities_by_alias(normalize_alias(user.id), scopes=[user], kinds=["person"])
+            aliases = without_entities(aliases, [e.id for e in own])
         alias_set = frozenset(aliases)
         run.lexical = await lexical_search(rt.store, run.queries, run.eligible, k, entity_aliases=alias_set)
         t = run.mark("lexical", t)
@@ -418,6 +428,7 @@ def _log_row(
         "config_flags": {
             "embedding_model": getattr(rt.embedder, "name", None),
             "embedding_version": getattr(rt.embedder, "version", None),
+            "policy_version": POLICY_VERSION,  # the instructions the searching agent ran under
             "rewrite_enabled": cfg.retrieval.rewrite.enabled,
             "reranker_enabled": cfg.reranker.enabled,
             "reranker_mode": cfg.reranker.mode,

@@ -16,10 +16,11 @@ raw queries and ``failed`` in the log.
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import anyio.to_thread
@@ -29,8 +30,11 @@ from retold.models import QueryRewriter, RewriteResult
 
 if TYPE_CHECKING:
     from retold.config import RewriteConfig
+    from retold.hosted import CompletionClient
 
 __all__ = [
+    "REWRITE_PROMPT",
+    "HostedLLMQueryRewriter",
     "NoRewriter",
     "QueryRewriter",
     "RewriteError",
@@ -42,6 +46,7 @@ __all__ = [
 ]
 
 RewriteStageStatus = Literal["disabled", "applied", "unchanged", "failed"]
+REWRITE_PROMPT = "rewrite_v1"
 
 logger = logging.getLogger(__name__)
 
@@ -69,10 +74,79 @@ class NoRewriter:
 
 
 def rewriter_from_config(config: RewriteConfig, rewriter: QueryRewriter | None = None) -> QueryRewriter:
-    """The rewriter to use: ``rewriter`` when the host passes one, else :class:`NoRewriter`."""
-    # HostedLLMQueryRewriter (the extraction issue's CompletionClient) plugs in here when config.enabled.
-    del config
-    return rewriter if rewriter is not None else NoRewriter()
+    """The rewriter to use: ``rewriter`` when the host passes one; else the hosted one when
+    ``retrieval.rewrite.enabled`` (a :class:`~retold.errors.ConfigError` without its API key);
+    else :class:`NoRewriter`."""
+    if rewriter is not None:
+        return rewriter
+    if config.enabled:
+        return HostedLLMQueryRewriter.from_config(config)
+    return NoRewriter()
+
+
+class HostedLLMQueryRewriter:
+    """:class:`QueryRewriter` on a hosted model: one structured call, prompt ``rewrite_v1`` (spec §10.0).
+
+    The reply must hold exactly as many queries as were sent, none blank, and obey the
+    no-invention rule (:func:`violates_no_invention`): a capitalised token, other than a
+    query's first word, that neither the raw queries nor the context contain makes the
+    rewrite fail, so the search goes on with the raw queries and ``failed``. A provider
+    failure raises :class:`RewriteError` and a timeout :class:`TimeoutError`; the stage
+    treats both the same way. The rewriter is given queries and context, nothing else.
+    """
+
+    name = "hosted-llm-rewriter"
+
+    def __init__(self, client: CompletionClient, *, prompt_version: str = REWRITE_PROMPT) -> None:
+        from retold.hosted import load_prompt
+
+        self.client = client
+        self.prompt_version = prompt_version
+        self._prompt = load_prompt("retold.retrieve", prompt_version)
+
+    @property
+    def model(self) -> str:
+        return self.client.identity
+
+    @classmethod
+    def from_config(cls, config: RewriteConfig, **client_kwargs: Any) -> HostedLLMQueryRewriter:
+        """The rewriter ``retrieval.rewrite`` names; two attempts at most inside ``timeout_ms``."""
+        from retold.hosted import CompletionClient
+
+        client_kwargs.setdefault("max_attempts", 2)
+        client_kwargs.setdefault("backoff_initial_s", 0.05)
+        client = CompletionClient.from_env(
+            config.provider,
+            config.model,
+            setting="retrieval.rewrite.provider",
+            feature="Query rewriting (retrieval.rewrite.enabled)",
+            max_output_tokens=config.max_output_tokens,
+            timeout_s=config.timeout_ms / 1000.0,
+            **client_kwargs,
+        )
+        return cls(client)
+
+    def rewrite(self, queries: list[str], context: str | None) -> RewriteResult:
+        from retold.hosted import CompletionError, CompletionTimeoutError, strict_object
+
+        raw = list(queries)
+        schema = strict_object({"queries": {"type": "array", "items": {"type": "string"}}})
+        user = json.dumps({"queries": raw, "context": context}, ensure_ascii=False)
+        try:
+            data = self.client.complete(system=self._prompt, user=user, schema=schema, name="rewrite")
+        except CompletionTimeoutError:
+            raise
+        except CompletionError as exc:
+            raise RewriteError(f"the rewrite model failed: {exc}") from exc
+        rewritten = [q.strip() for q in data["queries"]]
+        if len(rewritten) != len(raw) or not all(rewritten):
+            raise RewriteError(f"the rewrite model returned {len(rewritten)} usable queries for {len(raw)}")
+        if violates_no_invention(raw, context, rewritten):
+            raise RewriteError("the rewrite names a capitalised term absent from the queries and the context")
+        status: Literal["applied", "unchanged"] = (
+            "unchanged" if rewritten == [q.strip() for q in raw] else "applied"
+        )
+        return RewriteResult(rewritten, status)
 
 
 def _tokens(text: str) -> list[str]:

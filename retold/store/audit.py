@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sqlite3
 from collections.abc import Mapping
+from contextlib import closing
 from datetime import datetime
 from typing import Any
 
@@ -90,6 +92,24 @@ class AuditMixin:
             sql += " AND can_write = ?"
             params.append(int(can_write))
         rows = await self.db.fetchall(sql + " ORDER BY scope_kind, scope_id", params)
+        return [grant_from_row(r) for r in rows]
+
+    def grants_for_sync(self, agent_id: str, *, can_write: bool | None = None) -> list[Grant]:
+        """:meth:`grants_for` on a short-lived connection, for callers that cannot await.
+
+        Frameworks that register tools synchronously need the write targets then. It is
+        one indexed read of the small grants table (well under a millisecond), and WAL
+        readers never wait for the writer.
+        """
+        sql = "SELECT * FROM grants WHERE agent_id = ?"
+        params: list[Any] = [agent_id]
+        if can_write is not None:
+            sql += " AND can_write = ?"
+            params.append(int(can_write))
+        with closing(sqlite3.connect(self.db.path, timeout=5.0)) as conn:
+            conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA query_only = ON")
+            rows = conn.execute(sql + " ORDER BY scope_kind, scope_id", params).fetchall()
         return [grant_from_row(r) for r in rows]
 
     # --- events ---------------------------------------------------------------------------

@@ -12,6 +12,7 @@ what the spec says they add:
 3. vector-index versioning: ``store_meta.records_version`` and ``index_version`` columns (§7)
 4. temporal review (``review_at``, ``review_flagged_at``) and one live summary per session (§6.2)
 5. ``search_log.reranked_out``, ``rerank_status``, ``rerank_error`` (§3.6)
+6. an index on the short id (the last 12 characters of a record id) that tools accept
 
 There is deliberately no separate ``schema.sql``: two sources of truth for the DDL drift.
 """
@@ -218,6 +219,9 @@ _V5 = (
     "ALTER TABLE search_log ADD COLUMN rerank_error TEXT",
 )
 
+# The rendered result shows only the short id; tools resolve it without a table scan.
+_V6 = ("CREATE INDEX records_short_id ON records(substr(id, -12))",)
+
 
 async def _backfill_structured_subject(db: Database) -> None:
     """Map each legacy row to (subject_entity_id, attribute) or record why it cannot be mapped.
@@ -266,6 +270,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(3, "vector index versioning", _V3),
     Migration(4, "temporal review and live summary index", _V4),
     Migration(5, "reranker columns in search_log", _V5),
+    Migration(6, "short record id index", _V6),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

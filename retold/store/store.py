@@ -27,6 +27,8 @@ from retold.store.bulk import FTS_ROW_SQL, BulkMixin
 from retold.store.database import Database
 from retold.store.eligible import EligibleSet
 from retold.store.entities import EntitiesMixin, SessionsMixin
+from retold.store.extraction import ExtractionMixin
+from retold.store.maintenance import MaintenanceMixin
 from retold.store.migrations import LATEST_VERSION, current_version, migrate
 from retold.store.rows import RECORD_COLUMNS, record_from_row, record_to_params, to_sql
 from retold.store.search import SearchMixin
@@ -46,7 +48,16 @@ _FTS_COLUMNS = frozenset({"content", "subject"})
 _HISTORY_STATUSES = ("provisional", "confirmed", "superseded", "expired")
 
 
-class Store(AuditMixin, EntitiesMixin, SessionsMixin, VectorsMixin, SearchMixin, BulkMixin):
+class Store(
+    AuditMixin,
+    EntitiesMixin,
+    SessionsMixin,
+    VectorsMixin,
+    SearchMixin,
+    BulkMixin,
+    ExtractionMixin,
+    MaintenanceMixin,
+):
     """Async CRUD over the schema of spec §3. Open with ``await Store.open(path)``."""
 
     def __init__(self, db: Database, clock: Clock) -> None:
@@ -164,7 +175,8 @@ class Store(AuditMixin, EntitiesMixin, SessionsMixin, VectorsMixin, SearchMixin,
             )
             if not changed:
                 raise NotFoundError(f"no record {record_id!r}")
-            if _FTS_COLUMNS & set(fields):
+            # A forgotten record leaves lexical search at once (FTS_ROW_SQL skips deleted rows).
+            if _FTS_COLUMNS & set(fields) or "status" in fields:
                 await self._write_fts(record_id)
         return version
 
@@ -197,6 +209,26 @@ class Store(AuditMixin, EntitiesMixin, SessionsMixin, VectorsMixin, SearchMixin,
             by_record.setdefault(link[0], []).append(link[1])
         found = {r["id"]: record_from_row(r, by_record.get(r["id"])) for r in rows}
         return [found[i] for i in ids if i in found]
+
+    async def resolve_record_ref(self, ref: str, scopes: Sequence[Scope]) -> list[str]:
+        """Ids in ``scopes`` that ``ref`` names: a full id, or the short id results show.
+
+        The short id is the last 12 characters (``substr(id, -12)``, indexed). Records
+        outside ``scopes`` never match, so an ambiguous short id can only name records the
+        caller may read.
+        """
+        if not scopes:
+            return []
+        where = " OR ".join("(scope_kind = ? AND scope_id = ?)" for _ in scopes)
+        params = [part for s in scopes for part in (s.kind, s.id)]
+        exact = await self.db.fetch_column(
+            f"SELECT id FROM records WHERE id = ? AND ({where})", (ref, *params)
+        )
+        if exact or len(ref) != 12:
+            return exact
+        return await self.db.fetch_column(
+            f"SELECT id FROM records WHERE substr(id, -12) = ? AND ({where}) ORDER BY id", (ref, *params)
+        )
 
     async def records_in_scope(
         self, scope: Scope, *, statuses: Sequence[str] = ACTIVE_STATUSES

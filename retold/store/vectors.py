@@ -58,7 +58,9 @@ class VectorsMixin:
         """Read every vector made by ``(model, version, dims)``; rows of other models are skipped."""
         records_version = await self._durable_version()
         rows = await self.db.fetchall(
-            f"SELECT e.record_id, e.index_version, e.vector FROM embeddings e WHERE {_COMPATIBLE}",
+            f"""SELECT e.record_id, e.index_version, e.vector FROM embeddings e
+                  JOIN records r ON r.id = e.record_id
+                 WHERE {_COMPATIBLE} AND r.status != 'deleted'""",
             {"model": model, "version": version, "dims": dims},
         )
         return VectorRows(
@@ -88,7 +90,7 @@ class VectorsMixin:
                 )
                 SELECT c.id,
                        max(coalesce(r.index_version, 0), coalesce(e.index_version, 0)) AS v,
-                       CASE WHEN {_COMPATIBLE} THEN e.vector END AS vector
+                       CASE WHEN {_COMPATIBLE} AND r.status != 'deleted' THEN e.vector END AS vector
                   FROM changed c
                   LEFT JOIN records r ON r.id = c.id
                   LEFT JOIN embeddings e ON e.record_id = c.id

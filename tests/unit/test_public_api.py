@@ -8,7 +8,10 @@ import sys
 
 import retold
 
-HEAVY = ("torch", "sentence_transformers", "crewai", "deepagents", "langchain", "transformers")
+HEAVY = (
+    "torch", "sentence_transformers", "crewai", "deepagents", "langchain", "transformers",
+    "anthropic", "openai",  # the hosted SDKs load on a hosted model's first call
+)  # fmt: skip
 
 
 def test_import_retold_loads_no_framework_or_model() -> None:

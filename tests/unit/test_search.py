@@ -160,7 +160,7 @@ async def test_replaying_a_logged_search_reproduces_its_gate_and_other_floors_ch
 
 async def test_rewrite_disabled_enabled_and_failing(tmp_path: Path) -> None:
     config = Config().override({"retrieval.rewrite.enabled": True})
-    world = await make_world(tmp_path / "m.sqlite", config=config)
+    world = await make_world(tmp_path / "m.sqlite", config=config, rewriter=FakeRewriter())
     try:
         written = await world.write(CONCISE)
         fake = FakeRewriter({("what does he prefer",): ["Aditya answer preference concise preamble"]})

@@ -18,6 +18,7 @@ from retold.testing import FakeClock, FakeEmbedder, FakeJudge
 from retold.util import new_id
 
 from .factories import build_record
+from .slow import examples
 
 AGENTS = ["a1", "a2"]
 USERS = ["u1", "u2", "u3"]
@@ -103,7 +104,7 @@ async def scenario(path: Path, records: list, grants: list, agent: str, user: st
         assert surfaced <= expected, surfaced - expected
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     records=record_specs,
     grants=grant_specs,
@@ -116,7 +117,7 @@ def test_no_channel_surfaces_an_unreadable_or_ineligible_record(records, grants,
         asyncio.run(scenario(Path(tmp) / "m.sqlite", records, grants, agent, user, query))
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(20), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     records=record_specs,
     grants=grant_specs,

@@ -49,10 +49,13 @@ class World:
         return await self.rt.store.events(kind=kind, record_id=record_id)
 
 
-async def make_world(path: Any, judge: FakeJudge | None = None, config: retold.Config | None = None) -> World:
+async def make_world(
+    path: Any, judge: FakeJudge | None = None, config: retold.Config | None = None, **models: Any
+) -> World:
+    """``models`` go to open_runtime (``rewriter=``, ``extractor=``...): hosted ones need no key then."""
     clock = FakeClock()
     judge = judge or FakeJudge()
-    rt = await retold.open_runtime(path, config, embedder=FakeEmbedder(), judge=judge, clock=clock)
+    rt = await retold.open_runtime(path, config, embedder=FakeEmbedder(), judge=judge, clock=clock, **models)
     await rt.host.provision_user("u1", aliases=["Aditya"])
     await rt.host.grant("planner", USER, read=True, write=True)
     p = await rt.hooks.on_session_start(Principal("planner", "u1", "s1"))

@@ -1,0 +1,191 @@
+"""Several candidates written as one unit through the ingestor (spec §8.2 "atomicity").
+
+Session extraction writes every candidate, the session summary and ``extracted_at`` in
+one transaction, so a failure during the write phase leaves the store as it was, and
+no hosted call happens while the write lock is held. :func:`write_batch` does that
+with the ingestor's own rules instead of a copy of them:
+
+1. **Plan** every request with :meth:`Ingestor.plan` — validation, evidence, entities,
+   embedding, the judge: all model work — before any transaction opens. An
+   :class:`Overlay` carries what the earlier plans will have done (records created,
+   records retired, entities planned), so a later candidate about the same fact is
+   decided against the earlier one exactly as it would be after it committed.
+2. **Commit** the plans in order inside one transaction (each a savepoint), then run the
+   caller's ``finish`` inside the same transaction, and update the in-memory vector
+   index only after the commit.
+
+If another writer changed a record a plan depended on, the whole batch rolls back and
+is planned once more, as :meth:`Ingestor.write` does for one record.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from retold.ingest.request import RETRY, Plan, Refused, WriteRequest, WriteResult
+from retold.models import Entity, Principal, Record, Scope
+from retold.util import Timer
+
+if TYPE_CHECKING:
+    from retold.ingest.ingestor import Ingestor
+    from retold.store import Store
+
+__all__ = ["BatchError", "Overlay", "write_batch"]
+
+Finish = Callable[[list[WriteResult]], Awaitable[None]]
+
+
+class BatchError(Exception):
+    """The batch could not commit (a concurrent change twice); nothing was written."""
+
+    def __init__(self, result: WriteResult) -> None:
+        super().__init__(result.message)
+        self.result = result
+
+
+@dataclass
+class Overlay:
+    """The effects of a batch's earlier plans, as later plans must see them."""
+
+    created: dict[str, tuple[Record, np.ndarray]] = field(default_factory=dict)
+    retired: set[str] = field(default_factory=set)
+    entities: dict[tuple[str, str, Scope], Entity] = field(default_factory=dict)
+
+    def add(self, plan: Plan) -> None:
+        decision = plan.decision
+        if decision.action == "supersede" and decision.target is not None:
+            self.retired.update((decision.target.id, *decision.also_superseded))
+        if decision.action not in ("reinforce", "superseded_on_arrival"):
+            record = plan.record
+            if decision.adopt_attribute:  # what Persister.commit will store
+                record = dataclasses.replace(
+                    record,
+                    attribute=decision.adopt_attribute,
+                    subject=f"{record.subject_entity_id or '-'}/{decision.adopt_attribute}",
+                )
+            self.created[record.id] = (record, plan.vector)
+        for entity, _ in plan.links:
+            if entity.aliases:
+                self.entities.setdefault((entity.kind, entity.aliases[0], entity.scope), entity)
+
+    def _live(self) -> list[Record]:
+        return [r for r, _ in self.created.values() if r.id not in self.retired]
+
+    def with_ref(self, source_ref: str) -> list[Record]:
+        return [r for r in self._live() if r.source_ref == source_ref]
+
+    def about(self, scope: Scope, record_type: str, entity_id: str) -> list[Record]:
+        return [
+            r
+            for r in self._live()
+            if r.scope == scope and r.type == record_type and r.subject_entity_id == entity_id
+        ]
+
+    def nearby(
+        self, scope: Scope, record_type: str, vector: np.ndarray, floor: float, exclude: set[str]
+    ) -> list[Record]:
+        out = []
+        for record in self._live():
+            if record.scope != scope or record.type != record_type or record.id in exclude:
+                continue
+            if float(np.dot(vector, self.created[record.id][1])) >= floor:
+                out.append(record)
+        return out
+
+    def vector_for(self, record_id: str) -> np.ndarray | None:
+        item = self.created.get(record_id)
+        return None if item is None else item[1]
+
+    async def share_entities(
+        self, store: Store, links: list[tuple[Entity, str]], primary: Entity | None
+    ) -> tuple[list[tuple[Entity, str]], Entity | None]:
+        """Replace an entity this plan would create by the one an earlier plan creates for the name."""
+        shared: list[tuple[Entity, str]] = []
+        for entity, role in links:
+            if entity.aliases and await store.get_entity(entity.id) is None:
+                earlier = self.entities.get((entity.kind, entity.aliases[0], entity.scope))
+                if earlier is not None:
+                    if primary is not None and primary.id == entity.id:
+                        primary = earlier
+                    entity = earlier
+            if entity.id not in {e.id for e, _ in shared}:
+                shared.append((entity, role))
+        return shared, primary
+
+
+async def write_batch(
+    ingestor: Ingestor,
+    store: Store,
+    principal: Principal,
+    requests: Sequence[WriteRequest],
+    *,
+    actor: str,
+    finish: Finish | None = None,
+) -> tuple[list[WriteResult], list[Timer]]:
+    """Plan every request, then commit them and ``finish`` in one transaction.
+
+    Returns one result per request (a refused request keeps its structured error and
+    writes nothing) and the per-request timers. An exception from ``finish`` or the
+    store rolls everything back and propagates; a second concurrent change raises
+    :class:`BatchError`.
+    """
+    scopes = sorted({r.scope for r in requests}, key=str)
+    for attempt in (1, 2):
+        timers = [Timer() for _ in requests]
+        planned: list[Plan | Refused] = []
+        try:
+            async with AsyncExitStack() as locks:
+                for scope in scopes:  # a fixed order: two batches never wait on each other
+                    await locks.enter_async_context(ingestor.scope_lock(scope))
+                overlay = Overlay()
+                for request, timer in zip(requests, timers, strict=True):
+                    try:
+                        plan = await ingestor.plan(principal, request, timer, overlay=overlay)
+                    except Refused as refused:
+                        planned.append(refused)
+                        continue
+                    overlay.add(plan)
+                    planned.append(plan)
+                results, deferred = await _commit(ingestor, store, planned, timers, actor, finish)
+        except Refused as refused:
+            if refused.result.error == RETRY and attempt == 1:
+                continue  # another writer changed what a plan depended on: plan everything again
+            raise BatchError(refused.result) from refused
+        for update in deferred:
+            update()
+        for item, request in zip(planned, requests, strict=True):
+            ambiguous = item.ambiguous
+            if ambiguous:
+                await ingestor.persister.log_ambiguity(ambiguous, actor, request)
+        return results, timers
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+async def _commit(
+    ingestor: Ingestor,
+    store: Store,
+    planned: list[Plan | Refused],
+    timers: list[Timer],
+    actor: str,
+    finish: Finish | None,
+) -> tuple[list[WriteResult], list[Callable[[], None]]]:
+    deferred: list[Callable[[], None]] = []
+    results: list[WriteResult] = []
+    async with store.transaction():
+        for item, timer in zip(planned, timers, strict=True):
+            if isinstance(item, Refused):
+                result = item.result
+            else:
+                result = await ingestor.persister.commit(item, actor, timer, deferred=deferred)
+            result.timings_ms = {s: round(v, 3) for s, v in timer.timings_ms.items()}
+            result.timings_ms["total"] = round(timer.total(), 3)
+            results.append(result)
+        if finish is not None:
+            await finish(results)
+    return results, deferred

@@ -1,0 +1,465 @@
+"""Temporal support and time-driven review (spec §8.3, §8.4).
+
+Two jobs, both deterministic:
+
+* **Support.** An extracted candidate may carry ``valid_from``, ``valid_until`` or
+  ``review_at`` only when its evidence quote contains the matching temporal expression
+  ("since March", "until Friday", "in two weeks"). :func:`find_expressions` reads the
+  quote with a fixed expression list and resolves each match against the turn's
+  timestamp; :func:`unsupported_fields` names every temporal field no expression
+  supports. Unsupported metadata is rejected, never guessed or silently dropped.
+* **Review.** :func:`review_due` claims at most ``ingestion.temporal_review_batch_size``
+  records whose ``review_at`` has arrived, setting ``review_flagged_at`` and appending
+  one ``record.review_due`` each in the same transaction. Content and lifecycle stay
+  as they were: time passing is not evidence that a planned event happened.
+
+    >>> from datetime import datetime, UTC
+    >>> turn_at = datetime(2026, 3, 4, 10, tzinfo=UTC)  # a Wednesday
+    >>> [e.text for e in find_expressions("I'm in Lisbon until Friday", turn_at)]
+    ['until Friday']
+    >>> unsupported_fields("I'm in Lisbon until Friday", turn_at,
+    ...                    valid_until=datetime(2026, 3, 6, tzinfo=UTC))
+    []
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from retold.config import Config
+    from retold.store import Store
+    from retold.util import Clock
+
+__all__ = [
+    "REVIEW_ACTOR",
+    "DueReview",
+    "TemporalExpression",
+    "find_expressions",
+    "review_due",
+    "unsupported_fields",
+]
+
+REVIEW_ACTOR = "temporal_reviewer"
+
+Role = Literal["from", "until", "point"]
+Span = tuple[date, date]  # inclusive
+
+_MONTHS = {name.lower(): i for i, name in enumerate(calendar.month_name) if name}
+_MONTHS.update({name.lower(): i for i, name in enumerate(calendar.month_abbr) if name})
+_MONTHS["sept"] = 9
+# Full names only: "sun", "sat" and "wed" are ordinary words far more often than days.
+_WEEKDAYS = {name.lower(): i for i, name in enumerate(calendar.day_name)}
+_NUMBERS = {
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "a couple of": 2,
+    "a few": 3,
+}
+
+_FROM_MARKERS = (
+    "since",
+    "from",
+    "starting",
+    "starting on",
+    "starting from",
+    "beginning",
+    "as of",
+    "effective",
+    "after",
+    "from now on",
+)
+_UNTIL_MARKERS = (
+    "until",
+    "till",
+    "til",
+    "through",
+    "thru",
+    "by",
+    "before",
+    "ending",
+    "ends",
+    "ends on",
+    "expires",
+    "expires on",
+    "due",
+    "due on",
+    "up to",
+    "no later than",
+)
+_MARKER = (
+    r"(?P<marker>no later than|starting (?:on|from)|ends on|expires on|due on|from now on|as of|up to|"
+    r"since|from|starting|beginning|effective|after|until|till|til|through|thru|by|before|ending|ends|"
+    r"expires|due|in|on|during|at|for)?\s*"
+)
+_MONTH_NAMES = "|".join(sorted(_MONTHS, key=len, reverse=True))
+_DAY_NAMES = "|".join(sorted(_WEEKDAYS, key=len, reverse=True))
+_NUMBER = (
+    r"(?P<n>\d{1,3}|a couple of|a few|an|a|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve)"
+)
+_UNIT = r"(?P<unit>day|week|fortnight|month|year)s?"
+
+
+@dataclass(frozen=True)
+class TemporalExpression:
+    """One temporal phrase of a quote, resolved against the turn's timestamp."""
+
+    text: str
+    role: Role  # "from" after since/from/as of, "until" after until/by/through, else "point"
+    spans: tuple[Span, ...]  # the calendar days it can mean (inclusive); several when English is ambiguous
+
+
+def _day(ref: datetime) -> date:
+    return ref.astimezone(UTC).date() if ref.tzinfo else ref.date()
+
+
+def _add_months(day: date, months: int) -> date:
+    month_index = day.month - 1 + months
+    year, month = day.year + month_index // 12, month_index % 12 + 1
+    return date(year, month, min(day.day, calendar.monthrange(year, month)[1]))
+
+
+def _month_span(year: int, month: int) -> Span:
+    return date(year, month, 1), date(year, month, calendar.monthrange(year, month)[1])
+
+
+def _nearest_year(ref: date, month: int, day: int = 1) -> int:
+    """The year that puts month/day closest to the turn (a yearless date means the near one)."""
+    return min(
+        (ref.year - 1, ref.year, ref.year + 1), key=lambda y: abs((date(y, month, min(day, 28)) - ref).days)
+    )
+
+
+def _safe_date(year: int, month: int, day: int) -> date | None:
+    try:
+        return date(year, month, day)
+    except ValueError:
+        return None
+
+
+def _week_start(day: date) -> date:
+    return day - timedelta(days=day.weekday())
+
+
+# --- resolvers: match → spans --------------------------------------------------------------------
+
+Resolver = Callable[[re.Match[str], date], tuple[Span, ...]]
+
+
+def _iso(m: re.Match[str], ref: date) -> tuple[Span, ...]:
+    day = _safe_date(int(m["y"]), int(m["m"]), int(m["d"]))
+    return ((day, day),) if day else ()
+
+
+def _month_day(m: re.Match[str], ref: date) -> tuple[Span, ...]:
+    month = _MONTHS[m["month"].lower()]
+    day_number = int(m["d"])
+    year = int(m["y"]) if m["y"] else _nearest_year(ref, month, day_number)
+    day = _safe_date(year, month, day_number)
+    return ((day, day),) if day else ()
+
+
+def _month_year(m: re.Match[str], ref: date) -> tuple[Span, ...]:
+    return (_month_span(int(m["y"]), _MONTHS[m["month"].lower()]),)
+
+
+def _month_alone(m: re.Match[str], ref: date) -> tuple[Span, ...]:
+    month = _MONTHS[m["month"].lower()]
+    return (_month_span(_nearest_year(ref, month, 15), month),)
+
+
+def _year_alone(m: re.Match[str], ref: date) -> tuple[Span, ...]:
+    year = int(m["y"])
+    return ((date(year, 1, 1), date(year, 12, 31)),)
+
+
+def _relative_day(m: re.Match[str], ref: date) -> tuple[Span, ...]:
+    word = m["word"].lower()
+    offset = {"today": 0, "tonight": 0, "now": 0, "tomorrow": 1, "yesterday": -1}.get(word)
+    if word == "day after tomorrow":
+        offset = 2
+    assert offset is not None
+    day = ref + timedelta(days=offset)
+    return ((day, day),)
+
+
+def _relative_period(m: re.Match[str], ref: date) -> tuple[Span, ...]:
+    which, unit = m["which"].lower(), m["period"].lower()
+    shift = {"this": 0, "next": 1, "last": -1, "coming": 1}[which]
+    if unit == "week":
+        start = _week_start(ref) + timedelta(weeks=shift)
+        span = (start, start + timedelta(days=6))
+    elif unit == "month":
+        first = _add_months(ref.replace(day=1), shift)
+        span = _month_span(first.year, first.month)
+    else:
+        year = ref.year + shift
+        span = (date(year, 1, 1), date(year, 12, 31))
+    if m["end"]:
+        return ((span[1], span[1]),)
+    return (span,)
+
+
+def _end_of(m: re.Match[str], ref: date) -> tuple[Span, ...]:
+    unit = m["period"].lower()
+    if unit == "week":
+        day = _week_start(ref) + timedelta(days=6)
+    elif unit == "month":
+        day = _month_span(ref.year, ref.month)[1]
+    else:
+        day = date(ref.year, 12, 31)
+    return ((day, day),)
+
+
+def _count(m: re.Match[str]) -> tuple[int, str]:
+    raw = m["n"].lower()
+    n = int(raw) if raw.isdigit() else _NUMBERS[raw]
+    unit = m["unit"].lower()
+    if unit == "fortnight":
+        return 2 * n, "week"
+    return n, unit
+
+
+def _shift(ref: date, n: int, unit: str) -> date:
+    if unit == "day":
+        return ref + timedelta(days=n)
+    if unit == "week":
+        return ref + timedelta(weeks=n)
+    if unit == "month":
+        return _add_months(ref, n)
+    return _add_months(ref, 12 * n)
+
+
+def _in_n(m: re.Match[str], ref: date) -> tuple[Span, ...]:
+    n, unit = _count(m)
+    day = _shift(ref, n, unit)
+    return ((day, day),)
+
+
+def _n_ago(m: re.Match[str], ref: date) -> tuple[Span, ...]:
+    n, unit = _count(m)
+    day = _shift(ref, -n, unit)
+    return ((day, day),)
+
+
+def _weekday(m: re.Match[str], ref: date) -> tuple[Span, ...]:
+    target = _WEEKDAYS[m["weekday"].lower()]
+    which = (m["which"] or "").lower()
+    ahead = (target - ref.weekday()) % 7
+    if which == "last":
+        back = (ref.weekday() - target) % 7 or 7
+        day = ref - timedelta(days=back)
+        return ((day, day),)
+    upcoming = ref + timedelta(days=ahead)
+    if which == "next":  # "next Friday": the coming one or the one after, as English allows both
+        first = upcoming if ahead else ref + timedelta(days=7)
+        return ((first, first), (first + timedelta(days=7), first + timedelta(days=7)))
+    return ((upcoming, upcoming),)
+
+
+_PATTERNS: tuple[tuple[str, Resolver], ...] = (
+    (r"(?P<y>\d{4})-(?P<m>\d{2})-(?P<d>\d{2})\b", _iso),
+    (
+        rf"(?P<month>{_MONTH_NAMES})\.?\s+(?P<d>\d{{1,2}})(?:st|nd|rd|th)?\b(?:,?\s+(?P<y>\d{{4}})\b)?",
+        _month_day,
+    ),
+    (
+        rf"(?:the\s+)?(?P<d>\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<month>{_MONTH_NAMES})\b\.?(?:,?\s+(?P<y>\d{{4}})\b)?",
+        _month_day,
+    ),
+    (rf"(?P<month>{_MONTH_NAMES})\.?,?\s+(?P<y>\d{{4}})\b", _month_year),
+    (r"(?P<word>day after tomorrow|today|tonight|tomorrow|yesterday|now)\b", _relative_day),
+    (
+        r"(?P<end>(?:the\s+)?end\s+of\s+)?(?:the\s+)?(?P<which>this|next|last|coming)\s+(?P<period>week|month|year)\b",
+        _relative_period,
+    ),
+    (r"(?:the\s+)?end\s+of\s+(?:the\s+)?(?P<period>week|month|year)\b", _end_of),
+    (rf"(?:in|within)\s+{_NUMBER}\s+{_UNIT}\b", _in_n),
+    (rf"{_NUMBER}\s+{_UNIT}\s+from\s+now\b", _in_n),
+    (rf"{_NUMBER}\s+{_UNIT}\s+ago\b", _n_ago),
+    (rf"(?:(?P<which>this|next|last|coming)\s+)?(?P<weekday>{_DAY_NAMES})\b", _weekday),
+)
+# A month or year on its own is too easily an ordinary word or number ("may", "2000 users"):
+# it counts only after a preposition that makes it temporal.
+_GUARDED: tuple[tuple[str, Resolver], ...] = (
+    (rf"(?P<month>{_MONTH_NAMES})\b(?!\s*\d)", _month_alone),
+    (r"(?P<y>(?:19|20)\d{2})\b", _year_alone),
+)
+_COMPILED = [
+    (re.compile(rf"\b{_MARKER}(?P<expr>{pattern})", re.IGNORECASE), resolver)
+    for pattern, resolver in _PATTERNS
+]
+_GUARD_WORDS = "|".join(
+    sorted({*_FROM_MARKERS, *_UNTIL_MARKERS, "in", "during", "of"}, key=len, reverse=True)
+)
+_COMPILED_GUARDED = [
+    (
+        re.compile(
+            rf"\b(?P<marker>{_GUARD_WORDS})\s+(?:early\s+|mid-?\s*|late\s+)?(?P<expr>{pattern})",
+            re.IGNORECASE,
+        ),
+        resolver,
+    )
+    for pattern, resolver in _GUARDED
+]
+_OPEN_FROM = re.compile(
+    r"\b(?P<expr>from now on|starting (?:now|today)|as of (?:now|today)|from today(?: on(?:wards)?)?|"
+    r"going forward|from here on(?: out)?)\b",
+    re.IGNORECASE,
+)
+
+
+def _role(marker: str | None) -> Role:
+    marker = (marker or "").lower()
+    if marker in _FROM_MARKERS:
+        return "from"
+    if marker in _UNTIL_MARKERS:
+        return "until"
+    return "point"
+
+
+def find_expressions(quote: str, turn_at: datetime) -> list[TemporalExpression]:
+    """Every temporal expression of ``quote``, resolved against the turn's timestamp (UTC days).
+
+    Overlapping matches keep the longest; a yearless date means the occurrence nearest
+    the turn; "next Friday" keeps both readings English allows.
+    """
+    ref = _day(turn_at)
+    found: list[tuple[int, int, TemporalExpression]] = []
+    for match in _OPEN_FROM.finditer(quote):
+        found.append((match.start(), match.end(), TemporalExpression(match["expr"], "from", ((ref, ref),))))
+    for pattern, resolver in (*_COMPILED, *_COMPILED_GUARDED):
+        for match in pattern.finditer(quote):
+            spans = resolver(match, ref)
+            if not spans:
+                continue
+            text = match.group(0).strip()
+            found.append(
+                (match.start(), match.end(), TemporalExpression(text, _role(match["marker"]), spans))
+            )
+    # Longest first; drop anything overlapping a longer match already kept.
+    found.sort(key=lambda item: (-(item[1] - item[0]), item[0]))
+    kept: list[tuple[int, int, TemporalExpression]] = []
+    for start, end, expr in found:
+        if all(end <= s or start >= e for s, e, _ in kept):
+            kept.append((start, end, expr))
+    return [expr for _, _, expr in sorted(kept, key=lambda item: item[0])]
+
+
+def _within(value: datetime, spans: tuple[Span, ...], *, exclusive_end: bool) -> bool:
+    day = _day(value)
+    for start, end in spans:
+        if start <= day <= end:
+            return True
+        # "until Friday" may be stored as the first instant after Friday.
+        if (
+            exclusive_end
+            and day == end + timedelta(days=1)
+            and value.astimezone(UTC).time() == datetime.min.time()
+        ):
+            return True
+    return False
+
+
+def unsupported_fields(
+    quote: str | None,
+    turn_at: datetime,
+    *,
+    valid_from: datetime | None = None,
+    valid_until: datetime | None = None,
+    review_at: datetime | None = None,
+) -> list[str]:
+    """The temporal fields the quote does not support (empty when all present ones are supported).
+
+    ``valid_from`` needs a "from" or plain expression covering it; ``valid_until`` an
+    "until" or plain one (its end day or the instant after); ``review_at`` any expression
+    that is not entirely in the turn's past. ``valid_from`` after ``valid_until`` is
+    unsupported too.
+    """
+    expressions = find_expressions(quote or "", turn_at)
+    ref = _day(turn_at)
+    out: list[str] = []
+    if valid_from is not None and not any(
+        e.role in ("from", "point") and _within(valid_from, e.spans, exclusive_end=False) for e in expressions
+    ):
+        out.append("valid_from")
+    if valid_until is not None and not any(
+        e.role in ("until", "point") and _within(valid_until, e.spans, exclusive_end=True)
+        for e in expressions
+    ):
+        out.append("valid_until")
+    if review_at is not None and not any(
+        max(end for _, end in e.spans) >= ref and _within(review_at, e.spans, exclusive_end=True)
+        for e in expressions
+    ):
+        out.append("review_at")
+    if valid_from is not None and valid_until is not None and valid_from > valid_until:
+        out.extend(f for f in ("valid_from", "valid_until") if f not in out)
+    return out
+
+
+# --- the review worker ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DueReview:
+    """One record this worker flagged (its ``record.review_due`` event was appended)."""
+
+    record_id: str
+    review_at: datetime | None
+    valid_from: datetime | None
+    valid_until: datetime | None
+    event_id: str
+
+
+async def review_due(
+    store: Store, config: Config, clock: Clock, *, operator: str | None = None, limit: int | None = None
+) -> list[DueReview]:
+    """Flag one bounded batch of records whose ``review_at`` has arrived (spec §8.4).
+
+    Every flag and its event commit together, and the conditional update means only one
+    of several racing workers (threads or processes) flags a record and emits its event.
+    The event's actor is ``temporal_reviewer``; ``operator`` (the CLI's ``--as``) is
+    recorded beside it.
+    """
+    now = clock.now()
+    batch = config.ingestion.temporal_review_batch_size if limit is None else limit
+    flagged: list[DueReview] = []
+    async with store.transaction():
+        for record in await store.due_reviews(now, batch):
+            if not await store.flag_review(record.id, now):
+                continue
+            payload: dict[str, Any] = {
+                "record_id": record.id,
+                "scheduled_at": record.review_at,
+                "valid_from": record.valid_from,
+                "valid_until": record.valid_until,
+                "status": record.status,
+                "actor": REVIEW_ACTOR,
+            }
+            if operator is not None:
+                payload["operator"] = operator
+            event_id = await store.append_event(
+                "record.review_due", REVIEW_ACTOR, record_id=record.id, payload=payload
+            )
+            flagged.append(
+                DueReview(record.id, record.review_at, record.valid_from, record.valid_until, event_id)
+            )
+    return flagged

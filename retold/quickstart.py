@@ -1,0 +1,128 @@
+"""retold's main job in one short story, offline: ``make demo``, ``retold demo``.
+
+A planning agent works for Aditya. It saves what he says through the memory tools,
+with his words as evidence; retold keeps a guess provisional, downgrades a claim that
+quotes the assistant, supersedes a changed preference instead of overwriting it, and
+turns a weaker contradiction into a visible conflict. Then the agent searches: one
+result with its explanation, and one honest "nothing relevant" with the reason. Last,
+memory_get shows the lineage, and memory_forget retires a memory (it does not erase it).
+Everything runs on a fresh SQLite file with the packaged embedder; nothing leaves the machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.panel import Panel
+from rich.text import Text
+
+import retold
+from retold import Principal, Scope
+from retold.policy.prompt import POLICY_VERSION
+from retold.retrieve.render import short_id
+
+os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # keep the story free of load bars
+console = Console(highlight=False, width=110)
+
+
+def show(title: str, result: dict[str, Any]) -> None:
+    """One line per tool call: what happened and why."""
+    if not result["ok"]:
+        console.print(f"  [red]{title}: {result['error']}[/] - {result['message']}")
+        return
+    note = f"  [dim]({result['note']})[/]" if result.get("note") else ""
+    outcome = result.get("outcome") or result.get("action") or "ok"
+    kind, _, target = outcome.partition(":")
+    outcome = f"{kind}:{short_id(target)}" if target else kind  # the short id, as results show it
+    console.print(f"  [green]{title}[/] -> [bold]{outcome}[/], {result.get('status')}{note}")
+
+
+def panel(result: dict[str, Any], title: str) -> None:
+    """A search exactly as the model sees it (Text: ids in brackets are not markup)."""
+    console.print(Panel(Text(result["rendered"]), title=title, expand=False))
+
+
+async def story(path: Path) -> dict[str, dict[str, Any]]:
+    """The whole job on a new store at ``path``; returns every tool result it printed."""
+    out: dict[str, dict[str, Any]] = {}
+    async with retold.open_runtime(path) as rt:
+        console.print(f"[bold]retold[/] on {path} - loading the packaged embedder (offline)...")
+        await rt.warm()
+
+        # 1. The host provisions the user and decides what the agent may touch.
+        await rt.host.provision_user("u1", aliases=["Aditya"])
+        await rt.host.grant("planner", Scope("user", "u1"), read=True, write=True)
+        p = await rt.hooks.on_session_start(Principal(agent_id="planner", user_id="u1", session_id="s1"))
+        console.print(f"tools offered: {', '.join(s['name'] for s in rt.tools.tool_schemas(p))}")
+
+        async def turn(role: str, text: str) -> None:
+            nonlocal p
+            p = await rt.hooks.on_turn(p, role, text)  # keep the returned principal
+            console.print(f"[cyan]{role:>9}[/]: {text}")
+
+        async def write(name: str, content: str, attribute: str, quote: str | None = None, **kw: Any) -> None:
+            payload = {"type": "semantic", "content": content, "attribute": attribute, **kw}
+            if quote:
+                payload |= {"source_kind": "user_statement", "evidence": quote}
+            out[name] = await rt.tools.call(p, "memory_write", payload)
+            show(f"memory_write {content!r}", out[name])
+
+        # 2. A short session; the agent saves what matters, quoting the user.
+        await turn("user", "Hi! I prefer concise answers, and my timezone is CET.")
+        await write("concise", "Aditya prefers concise answers.", "answer_style", "I prefer concise answers")
+        await write("cet", "Aditya's timezone is CET.", "timezone", "my timezone is CET")
+        await write("guess", "Aditya works night shifts.", "work_hours")  # no evidence: a guess
+        await turn("assistant", "Noted. You mentioned you use Rust at work, right?")
+        await write("rust", "Aditya uses Rust at work.", "work_language", "you use Rust at work")
+        await turn("user", "Actually, I now prefer detailed answers with examples.")
+        await write("detailed", "Aditya prefers detailed answers with examples.", "answer_style",
+                    "I now prefer detailed answers with examples")  # fmt: skip
+        await write("pst", "Aditya's timezone is PST.", "timezone", source_kind="agent_inference")
+        await rt.hooks.on_session_end(p)
+
+        # 3. Later: the agent searches before acting, and may honestly find nothing.
+        out["found"] = await rt.tools.call(
+            p, "memory_search", {"queries": ["how detailed should answers to Aditya be"]}
+        )
+        panel(out["found"], "memory_search - what the model sees")
+        out["empty"] = await rt.tools.call(
+            p, "memory_search", {"queries": ["password of the staging database"]}
+        )
+        panel(out["empty"], "memory_search - nothing relevant")
+
+        # 4. Why does the agent believe this? memory_get shows the evidence and the lineage.
+        out["got"] = await rt.tools.call(p, "memory_get", {"ids": [out["found"]["results"][0]["short_id"]]})
+        record = out["got"]["records"][0]
+        console.print(f"memory_get {record['short_id']}: {record['content']!r} from {record['evidence']!r}")
+        for old in record["supersedes"]:
+            console.print(f"  replaced {old['short_id']} ({old['status']}): {old['content']!r}")
+
+        # 5. The user asks to forget their timezone: a tombstone, not an erasure.
+        out["forgot"] = await rt.tools.call(
+            p, "memory_forget", {"id": out["cet"]["record_id"], "reason": "asked"}
+        )
+        console.print(f"memory_forget -> tombstone {out['forgot']['tombstone']}; {out['forgot']['note']}")
+        console.print(f"[dim]policy text {POLICY_VERSION}; store {path}[/]")
+    return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the story on a fresh store (a temporary one unless a path is given)."""
+    args = sys.argv[1:] if argv is None else argv
+    if args:
+        if Path(args[0]).exists():
+            raise SystemExit(f"{args[0]} already exists; the demo needs a new store file")
+        asyncio.run(story(Path(args[0])))
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        asyncio.run(story(Path(tmp) / "memory.sqlite"))
+
+
+if __name__ == "__main__":
+    main()

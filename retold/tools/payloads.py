@@ -1,0 +1,136 @@
+"""JSON-serialisable tool results: records for memory_get, responses for memory_search.
+
+Everything a tool returns is built here, so what a caller may see is decided in one
+place: entity links, lineage and conflicts outside the caller's readable scopes are
+left out, and a forgotten record is only its audit shape (a tombstone).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from datetime import datetime
+from typing import Any
+
+from retold.models import Record, Scope, SearchResponse
+from retold.retrieve.render import render_search, short_id
+from retold.store import Store
+from retold.util import format_ts
+
+__all__ = ["record_payload", "search_payload"]
+
+
+def _ts(value: datetime | None) -> str | None:
+    return None if value is None else format_ts(value)
+
+
+def _brief(record: Record) -> dict[str, Any]:
+    """A lineage or conflict entry: enough to decide whether to fetch it."""
+    gone = record.status == "deleted"
+    return {
+        "record_id": record.id,
+        "short_id": short_id(record.id),
+        "status": record.status,
+        "source_kind": record.source_kind,
+        "event_at": _ts(record.event_at),
+        "content": None if gone else record.content,
+    }
+
+
+async def _visible(store: Store, ids: list[str], readable: Collection[Scope]) -> list[Record]:
+    return [r for r in await store.get_records(ids) if r.scope in readable]
+
+
+async def record_payload(store: Store, record: Record, readable: Collection[Scope]) -> dict[str, Any]:
+    """The full record with lineage, conflicts, links and events, as the caller may see it."""
+    events = await store.events(record_id=record.id)
+    if record.status == "deleted":
+        return {
+            "record_id": record.id,
+            "short_id": short_id(record.id),
+            "tombstone": True,
+            "status": "deleted",
+            "type": record.type,
+            "scope": str(record.scope),
+            "content": None,
+            "evidence": None,
+            "source_ref": None,
+            "created_at": _ts(record.created_at),
+            "events": [
+                {"at": e["at"], "kind": e["kind"], "actor": e["actor"], "reason": e["payload"].get("reason")}
+                for e in events
+            ],
+        }
+    entities = []
+    for entity_id, role in await store.record_links(record.id):
+        entity = await store.get_entity(entity_id)
+        if entity is not None and entity.scope in readable:
+            entities.append(
+                {"entity_id": entity.id, "kind": entity.kind, "canonical": entity.canonical,
+                 "role": role, "scope": str(entity.scope)}
+            )  # fmt: skip
+    supersedes = await _visible(store, await store.supersession_chain(record.id), readable)
+    superseded_by = await _visible(store, await store.superseded_by(record.id), readable)
+    conflicts = await _visible(store, await store.conflicts_for(record.id), readable)
+    return {
+        "record_id": record.id,
+        "short_id": short_id(record.id),
+        "tombstone": False,
+        "type": record.type,
+        "status": record.status,
+        "content": record.content,
+        "subject": record.subject,
+        "attribute": record.attribute,
+        "scope": str(record.scope),
+        "source_kind": record.source_kind,
+        "source_ref": record.source_ref,
+        "evidence": record.evidence,
+        "confidence": record.confidence,
+        "reinforcements": record.reinforcements,
+        "creator_agent_id": record.creator_agent_id,
+        "created_at": _ts(record.created_at),
+        "event_at": _ts(record.event_at),
+        "expires_at": _ts(record.expires_at),
+        "valid_from": _ts(record.valid_from),
+        "valid_until": _ts(record.valid_until),
+        "review_at": _ts(record.review_at),
+        "last_reinforced_at": _ts(record.last_reinforced_at),
+        "tags": list(record.tags),
+        "entities": entities,
+        "supersedes": [_brief(r) for r in supersedes],
+        "superseded_by": [_brief(r) for r in superseded_by],
+        "conflicts": [_brief(r) for r in conflicts],
+        "events": [
+            {"at": e["at"], "kind": e["kind"], "actor": e["actor"], "payload": e["payload"]} for e in events
+        ],
+    }
+
+
+def search_payload(response: SearchResponse) -> dict[str, Any]:
+    """The structured response plus ``rendered``, the §10.9 text a model should be shown."""
+    return {
+        "ok": True,
+        "search_id": response.search_id,
+        "rendered": render_search(response),
+        "results": [
+            {
+                "record_id": r.record.id,
+                "short_id": short_id(r.record.id),
+                "type": r.record.type,
+                "status": r.record.status,
+                "source_kind": r.record.source_kind,
+                "scope": str(r.record.scope),
+                "event_at": _ts(r.record.event_at),
+                "content": r.record.content,
+                "score": round(r.score, 6),
+                "explanation": r.explanation.summary,
+                "matched_by": list(r.explanation.matched_by),
+                "conflicts_with": list(r.explanation.conflicts_with),
+            }
+            for r in response.results
+        ],
+        "empty_reason": response.empty_reason,
+        "raw_queries": response.raw_queries,
+        "rewritten_queries": response.rewritten_queries,
+        "rewrite_status": response.rewrite_status,
+        "timings_ms": response.timings_ms,
+    }

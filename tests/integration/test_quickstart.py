@@ -1,0 +1,58 @@
+"""`make demo`'s story with the real packaged embedder: every step lands as the README says."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from retold.quickstart import story
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).parents[2]
+
+
+async def test_the_quickstart_story_holds(tmp_path: Path) -> None:
+    out = await story(tmp_path / "demo.sqlite")
+    assert (out["concise"]["outcome"], out["concise"]["status"]) == ("created", "confirmed")
+    assert (out["guess"]["status"], out["guess"]["note"]) == ("provisional", "evidence not provided")
+    assert out["rust"]["status"] == "provisional"
+    assert out["rust"]["note"] == "downgraded from user_statement: quote is from a assistant turn"
+    assert out["detailed"]["outcome"] == f"superseded:{out['concise']['record_id']}"
+    assert out["pst"]["outcome"] == f"conflict:{out['cet']['record_id']}"
+    assert out["pst"]["status"] == "provisional"
+    found = out["found"]["results"]
+    assert [r["record_id"] for r in found] == [out["detailed"]["record_id"]]
+    assert found[0]["explanation"].startswith("matched: dense")
+    assert out["empty"]["results"] == [] and out["empty"]["empty_reason"].startswith("best dense")
+    assert "no relevant memory" in out["empty"]["rendered"]
+    record = out["got"]["records"][0]
+    assert [r["record_id"] for r in record["supersedes"]] == [out["concise"]["record_id"]]
+    assert record["evidence"] == "I now prefer detailed answers with examples"
+    assert out["forgot"]["tombstone"] is True and "not erased" in out["forgot"]["note"]
+
+
+def test_retold_demo_and_the_example_script_tell_the_story(tmp_path: Path) -> None:
+    env = {**os.environ, "COLUMNS": "200"}
+    for command in (
+        [sys.executable, "-m", "retold", "demo", "--store", str(tmp_path / "a.sqlite")],
+        [sys.executable, str(ROOT / "examples" / "quickstart.py"), str(tmp_path / "b.sqlite")],
+    ):
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
+        assert done.returncode == 0, done.stderr
+        text = done.stdout
+        expected = ["created, confirmed", "evidence not provided", "superseded:", "conflict:"]
+        expected += ["memory_search: 1 result", "no relevant memory", "replaced", "tombstone True"]
+        for line in expected:
+            assert line in text, (line, text)
+    again = subprocess.run(
+        [sys.executable, "-m", "retold", "demo", "--store", str(tmp_path / "a.sqlite")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert again.returncode != 0 and "already exists" in again.stderr
