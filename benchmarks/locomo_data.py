@@ -8,8 +8,13 @@ never copied into the repository: ``../shared/benchmarks/locomo/locomo10.json`` 
 One conversation is ingested into its own user scope ``user:<sample_id>`` as one episodic
 record per turn (``"<speaker>: <text>"``, with an image turn's ``blip_caption`` appended),
 ``event_at`` = the session date, and the speaker linked ``about`` to a person entity of that
-scope whose alias is the speaker's name. Embedding runs batched in a worker thread and the
-rows go in through the store in one transaction, like ``benchmarks/write_latency.py``.
+scope whose alias is the speaker's name. Two ways in:
+
+* :func:`ingest_trusted` writes every turn through the host's trusted write API
+  (``rt.host.ingest``), so entity resolution and duplicate merging are the ingestor's own;
+  the model still runs in large batches, through a :class:`PreEmbedded` wrapper;
+* :func:`ingest_conversations` inserts the rows directly through the store in one
+  transaction (no duplicate merging), which is what the gate calibration sweep needs.
 """
 
 from __future__ import annotations
@@ -18,13 +23,17 @@ import asyncio
 import json
 import os
 import re
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from retold.models import Entity, Record, Scope
+import numpy as np
+
+from retold.ingest.request import WriteRequest
+from retold.models import Entity, EntityMention, Principal, Record, Scope
 from retold.util import new_id, normalize_alias
 
 if TYPE_CHECKING:
@@ -35,9 +44,12 @@ __all__ = [
     "DEFAULT_PATH",
     "Conversation",
     "Ingested",
+    "PreEmbedded",
     "Question",
     "Turn",
+    "evidence_ids",
     "ingest_conversations",
+    "ingest_trusted",
     "load_conversations",
     "parse_session_date",
     "turn_text",
@@ -94,7 +106,9 @@ class Ingested:
 
     conversation: Conversation
     record_of: dict[str, str] = field(default_factory=dict)  # dia_id -> record id
-    dia_of: dict[str, str] = field(default_factory=dict)  # record id -> dia_id
+    dia_of: dict[str, str] = field(default_factory=dict)  # record id -> its first dia_id
+    # record id -> every dia_id it stands for (more than one when the ingestor merged a duplicate)
+    absorbed: dict[str, list[str]] = field(default_factory=dict)
     person_of: dict[str, str] = field(default_factory=dict)  # speaker -> person entity id
 
     def gold(self, question: Question) -> set[str]:
@@ -122,6 +136,20 @@ def turn_text(turn: dict[str, Any]) -> str:
     return text
 
 
+def evidence_ids(raw: Sequence[Any]) -> tuple[str, ...]:
+    """The evidence ``dia_id``s, normalised: a few entries join several ids (``"D8:6; D9:17"``,
+    ``"D9:1 D4:4"``) or pad a number (``"D30:05"``); ids that stay malformed are kept as they are."""
+    out: list[str] = []
+    for entry in raw:
+        for token in re.split(r"[;,\s]+", str(entry).strip()):
+            m = _DIA.match(token)
+            if m is not None:
+                token = f"D{int(m.group(1))}:{int(m.group(2))}"
+            if token and token not in out:
+                out.append(token)
+    return tuple(out)
+
+
 def _sessions(conv: dict[str, Any]) -> list[int]:
     return sorted(
         int(k.split("_")[1])
@@ -145,7 +173,7 @@ def _conversation(sample: dict[str, Any]) -> Conversation:
             sample_id=sample["sample_id"],
             question=str(q["question"]),
             answer=None if "answer" not in q else str(q["answer"]),
-            evidence=tuple(str(e) for e in q.get("evidence", [])),
+            evidence=evidence_ids(q.get("evidence", [])),
             category=int(q["category"]),
         )
         for q in sample.get("qa", [])
@@ -241,5 +269,109 @@ async def ingest_conversations(rt: Runtime, conversations: Sequence[Conversation
                 n += 1
                 ingested.record_of[turn.dia_id] = record.id
                 ingested.dia_of[record.id] = turn.dia_id
+                ingested.absorbed[record.id] = [turn.dia_id]
             out.append(ingested)
     return out
+
+
+# --------------------------------------------------------------------------- through the write path
+
+INGEST_AGENT = "locomo-ingest"
+Advance = Callable[[int], None]
+
+
+class PreEmbedded:
+    """The real embedder, answering document calls from vectors computed beforehand in big batches.
+
+    The ingestor embeds one record per write; one model call per turn would cost minutes on
+    a CPU, so :meth:`prefill` encodes every text first (sorted by length, so batches pad
+    little) and the write path then finds each vector here. Anything not prefilled (a judge
+    text, say) still goes to the model; queries pass straight through to the real embedder
+    and its query cache. Everything else (``name``, ``version``, ``warm`` ...) is the real one's.
+    """
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self._docs: dict[str, np.ndarray] = {}
+        self.misses = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def prefill(self, texts: Sequence[str], *, batch: int = 256, advance: Advance | None = None) -> None:
+        todo = sorted({t for t in texts if t not in self._docs}, key=len)
+        for start in range(0, len(todo), batch):
+            chunk = todo[start : start + batch]
+            self._docs.update(zip(chunk, self.inner.embed_documents(chunk), strict=True))
+            if advance is not None:
+                advance(len(chunk))
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        missing = list(dict.fromkeys(t for t in texts if t not in self._docs))
+        if missing:
+            self.misses += len(missing)
+            self._docs.update(zip(missing, self.inner.embed_documents(missing), strict=True))
+        if not texts:
+            return np.zeros((0, self.inner.dims), dtype=np.float32)
+        return np.stack([self._docs[t] for t in texts])
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self.inner.embed_queries(texts)
+
+
+def turn_request(conv: Conversation, turn: Turn) -> WriteRequest:
+    """One turn as the host's trusted write: episodic, about its speaker, dated by its session."""
+    return WriteRequest(
+        type="episodic",
+        content=turn.content,
+        scope=conv.scope,
+        source_kind="user_statement",
+        entities=[EntityMention("person", turn.speaker, "about")],
+        event_at=turn.at,
+        tags=["locomo"],
+        source_ref=f"locomo:{conv.sample_id}:{turn.dia_id}",
+        trusted=True,
+    )
+
+
+async def ingest_trusted(
+    rt: Runtime,
+    conversations: Sequence[Conversation],
+    *,
+    advance: Advance | None = None,
+    stage_ms: Counter[str] | None = None,
+) -> tuple[list[Ingested], Counter[str]]:
+    """Write every turn through ``rt.host.ingest`` (trusted), one conversation per user scope.
+
+    ``rt`` must have been opened with a :class:`PreEmbedded` embedder already prefilled with
+    the turn contents, or each write pays one model call. A turn the ingestor merges into an
+    earlier record (outcome ``reinforced``) maps to that record, which then stands for every
+    ``dia_id`` it absorbed. Returns the mapping and a count of the write outcomes (a refused
+    write counts under ``error:<code>`` and maps to no record); ``stage_ms`` (when given)
+    accumulates the write path's own per-stage timings.
+    """
+    outcomes: Counter[str] = Counter()
+    out: list[Ingested] = []
+    for conv in conversations:
+        ingested = Ingested(conv)
+        principal = Principal(INGEST_AGENT, conv.sample_id)
+        for turn in conv.turns:
+            result = await rt.host.ingest(principal, turn_request(conv, turn))
+            if stage_ms is not None:
+                stage_ms.update(result.timings_ms)
+            if not result.ok or result.record_id is None:
+                outcomes[f"error:{result.error}"] += 1
+            else:
+                outcomes[result.outcome or "unknown"] += 1
+                ingested.record_of[turn.dia_id] = result.record_id
+                ingested.dia_of.setdefault(result.record_id, turn.dia_id)
+                ingested.absorbed.setdefault(result.record_id, []).append(turn.dia_id)
+            if advance is not None:
+                advance(1)
+        speaker_of = {t.dia_id: t.speaker for t in conv.turns}
+        for record in await rt.store.get_records(ingested.absorbed):
+            if record.subject_entity_id is not None:  # the primary entity: the about-linked speaker
+                speaker = speaker_of[ingested.dia_of[record.id]]
+                ingested.person_of.setdefault(speaker, record.subject_entity_id)
+        out.append(ingested)
+    return out, outcomes

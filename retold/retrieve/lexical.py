@@ -360,15 +360,17 @@ def _best_match(per_query: Sequence[Sequence[QueryTerm]], fields: Sequence[str])
     return answer
 
 
-COMMON_TERM_SHARE = 0.5
+COMMON_TERM_SHARE = 0.1
 COMMON_TERM_MIN_RECORDS = 2000
 """With at least COMMON_TERM_MIN_RECORDS indexed records, a plain term in more than
 COMMON_TERM_SHARE of them is left out of the FTS query.
 
-FTS5's BM25 gives such a term an IDF of (almost) zero, so it cannot change the ranking, but
-an OR query on it makes SQLite score nearly every row: at 50K records one such term costs
-more than the rest of a search. It still counts toward coverage for the gate, computed on
-the returned rows. Identifiers and entity aliases are always searched.
+Such a term barely ranks (BM25 IDF at most ln 9 ≈ 2.2, against 4.6 and more for a term
+in under 1 % of records), but an OR query on it makes SQLite score every row containing
+it: at 50K records a term in half of them cost more than the rest of a search. It still
+counts toward coverage for the gate, computed on the returned rows, and dense retrieval
+still sees the whole query. Identifiers, entity aliases and phrases are always searched;
+when every term is a common plain word, the rarest one is searched alone.
 """
 
 
@@ -379,15 +381,14 @@ async def _selective_terms(store: Store, terms: list[QueryTerm]) -> list[QueryTe
     total, counts = await store.term_document_counts(plain)
     if total < COMMON_TERM_MIN_RECORDS:  # small stores: scanning is cheap and every term counts
         return terms
-    kept = [
-        t
-        for t in terms
-        if len(t.tokens) != 1
-        or t.is_identifier
-        or t.is_entity_alias
-        or counts.get(t.tokens[0], 0) <= COMMON_TERM_SHARE * total
-    ]
-    return kept or terms
+
+    def always(t: QueryTerm) -> bool:
+        return len(t.tokens) != 1 or t.is_identifier or t.is_entity_alias
+
+    kept = [t for t in terms if always(t) or counts.get(t.tokens[0], 0) <= COMMON_TERM_SHARE * total]
+    if kept:
+        return kept
+    return [min(terms, key=lambda t: counts.get(t.tokens[0], 0))]
 
 
 async def lexical_search(

@@ -46,6 +46,16 @@ class SearchMixin:
             eligible.join_clause("records_fts.record_id") if isinstance(eligible, EligibleSet) else None
         )
         if by_predicate is not None:
+            # A large eligible set usually admits most matches: read the best matches from FTS5
+            # alone (no per-row join) and keep the eligible ones. The order (score, id) is
+            # total, so when the probe holds k eligible rows, or every match, this is exactly
+            # the join's answer; otherwise the join below runs and eligibility still applies
+            # before the limit.
+            probe = max(4 * k, 64)
+            rows = await self.db.fetchall(query.format(join=""), (match, probe))
+            kept = [r for r in rows if r[0] in eligible]
+            if len(kept) >= k or len(rows) < probe:
+                return [(r[0], float(r[1]), r[2] or "", r[3] or "", r[4] or "") for r in kept[:k]]
             join, params = by_predicate
             rows = await self.db.fetchall(query.format(join=join), (*params, match, k))
         else:
@@ -57,16 +67,30 @@ class SearchMixin:
     async def term_document_counts(self, tokens: Sequence[str]) -> tuple[int, dict[str, int]]:
         """(indexed record count, {token: records containing it}) from the FTS5 vocabulary.
 
-        The vocabulary table is a per-connection ``temp`` fts5vocab over ``records_fts``; the
-        record count is FTS5's own total, read from its ``averages`` record via the vocabulary.
+        The vocabulary table is a per-connection ``temp`` fts5vocab over ``records_fts``.
+        Counting a term walks its whole posting list, so counts are kept until the durable
+        ``records_version`` moves (any process's record write bumps it).
         """
-        await self._ensure_vocab()
-        rows = await self.db.fetchall(
-            f"SELECT term, doc FROM temp.records_fts_vocab WHERE term IN ({', '.join('?' for _ in tokens)})",
-            list(tokens),
-        )
-        total = await self.db.fetchval("SELECT count(*) FROM records_fts_docsize")
-        return int(total or 0), {r[0]: int(r[1]) for r in rows}
+        version = int(await self.db.fetchval("SELECT value FROM store_meta WHERE key = 'records_version'"))
+        cache = getattr(self, "_term_counts", None)
+        if cache is None or cache[0] != version:
+            total = await self.db.fetchval("SELECT count(*) FROM records_fts_docsize")
+            cache = (version, int(total or 0), {})
+            self._term_counts = cache
+        counts: dict[str, int] = cache[2]
+        missing = [t for t in dict.fromkeys(tokens) if t not in counts]
+        if missing:
+            await self._ensure_vocab()
+            marks = ", ".join("?" for _ in missing)
+            rows = await self.db.fetchall(
+                f"SELECT term, doc FROM temp.records_fts_vocab WHERE term IN ({marks})", missing
+            )
+            found = {r[0]: int(r[1]) for r in rows}
+            for term in missing:
+                counts[term] = found.get(term, 0)
+            if len(counts) > 10_000:  # bounded: a long-lived process sees endless new words
+                counts.clear()
+        return cache[1], {t: counts.get(t, 0) for t in tokens}
 
     async def _ensure_vocab(self) -> None:
         await self.db.execute(

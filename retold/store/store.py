@@ -25,7 +25,7 @@ from retold.models import ACTIVE_STATUSES, Record, Scope
 from retold.store.audit import AuditMixin
 from retold.store.bulk import FTS_ROW_SQL, BulkMixin
 from retold.store.database import Database
-from retold.store.eligible import EligibleSet
+from retold.store.eligible import EligibleCache, EligibleSet
 from retold.store.entities import EntitiesMixin, SessionsMixin
 from retold.store.extraction import ExtractionMixin
 from retold.store.maintenance import MaintenanceMixin
@@ -46,6 +46,8 @@ _MUTABLE = frozenset(
 )  # fmt: skip
 _FTS_COLUMNS = frozenset({"content", "subject"})
 _HISTORY_STATUSES = ("provisional", "confirmed", "superseded", "expired")
+_UNEXPIRED = " AND (r.expires_at IS NULL OR r.expires_at > ?)"
+_IN_LIST_MAX = 500  # ids bound as parameters; larger lists go through a temporary table
 
 
 class Store(
@@ -63,6 +65,7 @@ class Store(
     def __init__(self, db: Database, clock: Clock) -> None:
         self.db = db
         self.clock = clock
+        self._eligible_cache = EligibleCache()
 
     @classmethod
     async def open(
@@ -198,12 +201,21 @@ class Store(
         ids = list(dict.fromkeys(record_ids))
         if not ids:
             return []
-        async with self.db.temp_ids(ids) as table:
-            rows = await self.db.fetchall(f"SELECT r.* FROM records r JOIN {table} t ON t.id = r.id")
+        if len(ids) <= _IN_LIST_MAX:  # a search's candidates: two reads, no temp table
+            marks = ", ".join("?" for _ in ids)
+            rows = await self.db.fetchall(f"SELECT r.* FROM records r WHERE r.id IN ({marks})", ids)
             links = await self.db.fetchall(
-                f"""SELECT l.record_id, l.entity_id FROM record_entities l JOIN {table} t
-                     ON t.id = l.record_id ORDER BY l.role = 'mentions', l.rowid"""
+                f"""SELECT l.record_id, l.entity_id FROM record_entities l WHERE l.record_id IN ({marks})
+                     ORDER BY l.role = 'mentions', l.rowid""",
+                ids,
             )
+        else:
+            async with self.db.temp_ids(ids) as table:
+                rows = await self.db.fetchall(f"SELECT r.* FROM records r JOIN {table} t ON t.id = r.id")
+                links = await self.db.fetchall(
+                    f"""SELECT l.record_id, l.entity_id FROM record_entities l JOIN {table} t
+                         ON t.id = l.record_id ORDER BY l.role = 'mentions', l.rowid"""
+                )
         by_record: dict[str, list[str]] = {}
         for link in links:
             by_record.setdefault(link[0], []).append(link[1])
@@ -368,9 +380,6 @@ class Store(
         params: list[Any] = [v for s in scopes for v in (s.kind, s.id)]
         where = f"({scope_sql}) AND r.status IN ({', '.join('?' for _ in statuses)})"
         params += statuses
-        if not include_history:
-            where += " AND (r.expires_at IS NULL OR r.expires_at > ?)"
-            params.append(format_ts(now))
         if types:
             where += f" AND r.type IN ({', '.join('?' for _ in types)})"
             params += list(types)
@@ -384,13 +393,46 @@ class Store(
             where += " AND r.event_at <= ?"
             params.append(format_ts(until))
         if within is None:
-            ids = await self.db.fetch_column(f"SELECT r.id FROM records r WHERE {where}", params)
-            return EligibleSet(ids, where=where, params=tuple(params))
+            return await self._cached_eligible(where, params, include_history, now)
+        if not include_history:
+            where += _UNEXPIRED
+            params.append(format_ts(now))
         async with self.db.temp_ids(within) as table:
             rows = await self.db.fetchall(
                 f"SELECT r.id FROM records r JOIN {table} w ON w.id = r.id WHERE {where}", params
             )
         return EligibleSet(r[0] for r in rows)
+
+    async def _cached_eligible(
+        self, base: str, base_params: list[Any], include_history: bool, now: datetime
+    ) -> EligibleSet:
+        """The filter's ids, from :class:`EligibleCache` while no write or expiry changed them.
+
+        ``base`` is the predicate without the expiry bound, which is the only part that
+        depends on ``now``; it is the cache key.
+        """
+        key = (base, tuple(base_params))
+        now_ts = format_ts(now)
+        version = await self.records_version()  # before the rows: see EligibleCache
+        cached = self._eligible_cache.get(key, version, now_ts)
+        if cached is not None:
+            return cached
+        where, params = base, list(base_params)
+        valid_until = None
+        if not include_history:
+            where += _UNEXPIRED
+            params.append(now_ts)
+            # The earliest moment a row this filter would admit leaves it by expiring.
+            valid_until = await self.db.fetchval(
+                f"SELECT min(r.expires_at) FROM records r WHERE {base} AND r.expires_at > ?",
+                [*base_params, now_ts],
+            )
+        ids = EligibleSet(
+            await self.db.fetch_column(f"SELECT r.id FROM records r WHERE {where}", params),
+            where=where, params=tuple(params),
+        )  # fmt: skip
+        self._eligible_cache.put(key, version, now_ts, valid_until, ids)
+        return ids
 
     # --- conflicts ----------------------------------------------------------------------------
 

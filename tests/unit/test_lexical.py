@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from retold.models import LexicalTerm
+from retold.models import LexicalTerm, Scope
 from retold.retrieve.lexical import (
     QueryTerm,
     fts_query,
@@ -16,6 +16,7 @@ from retold.retrieve.lexical import (
 )
 from retold.retrieve.stopwords import STOPWORDS
 from retold.store import Store
+from retold.testing import FakeClock
 
 from .factories import MakeEntity, MakeRecord
 from .writepath import World
@@ -203,6 +204,34 @@ async def test_ineligible_matches_cannot_crowd_out_an_eligible_one(
     assert hits[0].rank == 1 and hits[0].bm25 > 0
 
 
+async def test_the_large_set_path_is_as_tight_and_as_exact_as_the_join(
+    store: Store, make_record: MakeRecord, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Large eligible sets probe FTS5 alone first; the answer must equal the join's."""
+    import retold.store.eligible as eligible_module
+
+    other = Scope("user", "u2")
+    for _ in range(100):  # strong matches nobody here may read: they fill every probe slot
+        await add(store, make_record, "kubernetes kubernetes kubernetes", subject="kubernetes", scope=other)
+    weak = await add(store, make_record, "A long note that mentions kubernetes once among other words")
+    mine = [await add(store, make_record, f"kubernetes pod note {i}", type="episodic") for i in range(8)]
+    monkeypatch.setattr(eligible_module, "TEMP_TABLE_MAX", 0)  # force the predicate path
+    eligible = await store.eligible_ids([Scope("user", "u1")], now=clock.now(), types=["semantic"])
+    assert eligible == {weak} and eligible.join_clause("x") is not None
+    crowded = await lexical_search(store, ["kubernetes"], eligible, 5)
+    assert [h.record_id for h in crowded] == [weak]
+    mixed = await store.eligible_ids([Scope("user", "u1")], now=clock.now())
+    probed = await lexical_search(store, ["kubernetes"], mixed, 5)
+    as_join = await lexical_search(store, ["kubernetes"], set(mixed), 5)  # temp-table join path
+    assert [(h.record_id, h.rank) for h in probed] == [(h.record_id, h.rank) for h in as_join]
+    assert len(probed) == 5 and {h.record_id for h in probed} <= set(mixed)
+    everyone = await store.eligible_ids([Scope("user", "u1"), other], now=clock.now())
+    probed = await lexical_search(store, ["kubernetes", "pod"], everyone, 5)
+    joined = await lexical_search(store, ["kubernetes", "pod"], set(everyone), 5)
+    assert [h.record_id for h in probed] == [h.record_id for h in joined]
+    assert set(mine) & {h.record_id for h in probed}
+
+
 async def test_ranks_follow_bm25_and_scores_are_higher_is_better(
     store: Store, make_record: MakeRecord
 ) -> None:
@@ -293,3 +322,21 @@ async def test_terms_in_most_records_are_left_out_of_the_fts_query_but_still_cou
     assert {t.value for t in hits[0].match.terms} == {"status", "billing"}  # yet it still counts
     only_common = await lexical_search(store, ["status"], set(ids) | {rare}, 10)
     assert len(only_common) == 5  # with nothing selective left, the common term is searched
+
+
+async def test_terms_in_over_a_tenth_of_records_are_not_searched_but_the_rarest_stays(
+    store: Store, make_record: MakeRecord, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import retold.retrieve.lexical as lexical
+
+    monkeypatch.setattr(lexical, "COMMON_TERM_MIN_RECORDS", 1)
+    filler = [await add(store, make_record, f"plain filler note {i}") for i in range(16)]
+    alphas = [await add(store, make_record, f"alpha gamma report {i}") for i in range(3)]  # 3/20 > 10 %
+    gammas = [await add(store, make_record, f"gamma only {i}") for i in range(2)]  # gamma 5/21... common
+    beta = await add(store, make_record, "alpha beta memo")
+    everyone = set(filler) | set(alphas) | set(gammas) | {beta}
+    hits = await lexical_search(store, ["alpha beta"], everyone, 10)
+    assert [h.record_id for h in hits] == [beta]  # alpha is common: only beta is searched
+    assert {t.value for t in hits[0].match.terms} == {"alpha", "beta"}
+    rarest = await lexical_search(store, ["alpha gamma"], everyone, 10)
+    assert {h.record_id for h in rarest} == {*alphas, beta}  # both common: the rarer (alpha) alone

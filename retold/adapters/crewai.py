@@ -1,0 +1,690 @@
+"""CrewAI adapter (spec §14, §14.1; ARCHITECTURE §5, §7): memory tools, turn capture and recall for a crew.
+
+    inputs = {"user_id": "u1", "session_id": "s1", "topic": "..."}
+    memory = CrewAIMemory(rt, inputs, "Trip Planner", mode="tool_only")
+    agent = Agent(role="Trip Planner", goal=..., backstory=f"...\\n\\n{memory.policy_text}",
+                  llm=memory.wrap_llm(llm), tools=memory.tools(), step_callback=memory.step_callback)
+    Crew(agents=[agent], tasks=[...]).kickoff(inputs=inputs)   # or: await crew.akickoff(inputs=inputs)
+    memory.end_session()                                       # or: await memory.aend_session()
+
+**Identity** is bound when the adapter is built, from the crew's inputs and never from tool
+input (:func:`principal_from_inputs`): ``user_id`` (required), ``session_id`` (or ``thread_id``;
+required: one crew run is one session), ``project_id`` (optional); the agent id is the slug of
+the agent's role ("Trip Planner" → ``trip-planner``).
+
+**Event loops.** retold is async and its store belongs to the event loop that opened it, while
+CrewAI calls tools, the LLM and ``step_callback`` synchronously from worker threads under both
+``kickoff()`` and ``akickoff()``. Every call the adapter makes is handed to that one owning loop
+(``run_coroutine_threadsafe``) and runs there in submission order; nothing starts a loop per
+call. The owning loop is, in order: ``loop=``; the loop of a :class:`RuntimePortal` that opened
+the runtime (the sync host: a dedicated, long-lived event-loop thread); the loop running where
+the adapter is built (the async host: ``async with open_runtime(...)`` then ``await
+crew.akickoff()``). A sync ``crew.kickoff()`` must not run on the owning loop's own thread (it
+would block the loop the tools wait for): async hosts use ``akickoff()``.
+
+**Turn capture** (spec §12, §14): the task description is the user turn, recorded by the
+:meth:`CrewAIMemory.wrap_llm` proxy on the first model call of each task; results of other
+tools are tool turns (``ToolUsageFinishedEvent`` on CrewAI's event bus, which fires on both the
+ReAct and the native tool-call path); a finish is the assistant turn (``step_callback``'s
+``AgentFinish`` on the native path, ``TaskCompletedEvent`` on the ReAct path, where CrewAI sends
+no ``AgentFinish``). Results of retold's own tools are not turns, as in the LangGraph adapters.
+Bus handlers run on CrewAI's handler threads, so each recording point first flushes the bus.
+
+**Recall** (spec §14.1): in ``auto`` and ``hybrid`` the proxy runs one host search on the task
+description before the task's first model call and appends the block, headed ``recalled
+memory``, to the task prompt (in place, so every later call of the task sees the same bytes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import logging
+import re
+import threading
+import weakref
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
+
+try:
+    from crewai.agents.parser import AgentFinish
+    from crewai.events import crewai_event_bus
+    from crewai.events.types.task_events import TaskCompletedEvent
+    from crewai.events.types.tool_usage_events import ToolUsageFinishedEvent
+    from crewai.llms.base_llm import BaseLLM, call_stop_override
+    from crewai.tools import BaseTool
+except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    raise ImportError(
+        f"retold.adapters.crewai needs CrewAI 1.15 or later: pip install 'retold[crewai]' ({exc})"
+    ) from exc
+from pydantic import BaseModel, ConfigDict, Field, create_model
+
+from retold.adapters.common import RECALL_HEADER, resolve_mode, tool_names, tool_text
+from retold.errors import InvalidArgumentError
+from retold.models import Principal, SearchRequest
+from retold.policy.prompt import policy_text
+from retold.retrieve.render import render_search
+from retold.tools import schemas
+
+if TYPE_CHECKING:
+    from retold.runtime import Runtime
+
+__all__ = [
+    "CrewAIMemory",
+    "MemoryLLM",
+    "RetoldCrewTool",
+    "RuntimePortal",
+    "agent_id_from_role",
+    "args_model",
+    "principal_from_inputs",
+]
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+SESSION_KEYS = ("session_id", "thread_id")
+"""Crew input keys read as the session id, first present wins."""
+_SLUG = re.compile(r"[^a-z0-9._-]+")
+_FLUSH_TIMEOUT_S = 10.0
+# Which loop owns a runtime opened by a RuntimePortal; the adapter looks it up there.
+_RUNTIME_LOOPS: weakref.WeakKeyDictionary[Any, asyncio.AbstractEventLoop] = weakref.WeakKeyDictionary()
+
+
+# --- identity -----------------------------------------------------------------------------
+
+
+def agent_id_from_role(role: str) -> str:
+    """The role slug: lower case, runs of anything but ``[a-z0-9._-]`` (``/`` included) → ``-``."""
+    slug = _SLUG.sub("-", str(role).strip().lower()).strip("-.")
+    if not slug:
+        raise InvalidArgumentError(f"agent role {role!r} has no characters usable in an agent id")
+    return slug
+
+
+def _text(value: Any) -> str | None:
+    return str(value).strip() or None if value is not None else None
+
+
+def principal_from_inputs(inputs: Mapping[str, Any], agent_role: str) -> Principal:
+    """The caller of a crew run: ``user_id``, ``session_id`` / ``thread_id``, optional ``project_id``.
+
+    The host puts these in the crew's inputs (spec §14); tool input never chooses them.
+    """
+    user_id = _text(inputs.get("user_id"))
+    session_id = next((s for s in (_text(inputs.get(k)) for k in SESSION_KEYS) if s), None)
+    if not user_id or not session_id:
+        raise InvalidArgumentError(
+            "retold reads the caller from the crew inputs: pass inputs with 'user_id' and "
+            "'session_id' (or 'thread_id'), and optionally 'project_id'"
+        )
+    return Principal(agent_id_from_role(agent_role), user_id, session_id, _text(inputs.get("project_id")))
+
+
+# --- the owning event loop ----------------------------------------------------------------
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+async def _await(awaitable: Awaitable[T]) -> T:
+    return await awaitable
+
+
+class RuntimePortal:
+    """A long-lived event-loop thread that opens and owns a runtime, for hosts that call ``kickoff()``.
+
+        with RuntimePortal.open("memory.sqlite") as portal:
+            portal.run(portal.runtime.host.grant("planner", Scope("user", "u1"), read=True, write=True))
+            memory = CrewAIMemory(portal.runtime, inputs, "Planner")
+
+    The runtime lives on this thread's loop for its whole life; :meth:`run` and every
+    :class:`CrewAIMemory` built on ``portal.runtime`` hand their calls to it.
+    """
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.runtime: Runtime | None = None
+        self._thread = threading.Thread(target=self._serve, name="retold-portal", daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_forever()
+
+    @classmethod
+    def open(cls, *args: Any, **kwargs: Any) -> RuntimePortal:
+        """Start the thread and ``retold.open_runtime(*args, **kwargs)`` on it."""
+        from retold.runtime import open_runtime
+
+        portal = cls()
+        try:
+            portal.runtime = portal.run(open_runtime(*args, **kwargs))
+        except BaseException:
+            portal._stop()
+            raise
+        _RUNTIME_LOOPS[portal.runtime] = portal.loop
+        return portal
+
+    def run(self, awaitable: Awaitable[T]) -> T:
+        """Await ``awaitable`` on the portal's loop and return its result (blocking)."""
+        if _running_loop() is self.loop:
+            raise RuntimeError("RuntimePortal.run was called on the portal's own loop; await it instead")
+        return asyncio.run_coroutine_threadsafe(_await(awaitable), self.loop).result()
+
+    def close(self) -> None:
+        """Close the runtime (waiting for scheduled extractions), then stop the thread."""
+        if self.loop.is_closed():
+            return
+        try:
+            if self.runtime is not None and not self.runtime.closed:
+                self.run(self.runtime.close())
+        finally:
+            self._stop()
+
+    def _stop(self) -> None:
+        if not self.loop.is_closed():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join()
+            self.loop.close()
+
+    def __enter__(self) -> RuntimePortal:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+# --- tools --------------------------------------------------------------------------------
+
+
+def _annotation(prop: Mapping[str, Any]) -> Any:
+    """A loose Python type for one JSON Schema property; retold's handler validates the rest."""
+    if "enum" in prop:
+        return Literal[tuple(prop["enum"])]  # type: ignore[valid-type]
+    kind = prop.get("type")
+    simple = {"string": str, "integer": int, "number": float, "boolean": bool}
+    if kind in simple:
+        return simple[kind]
+    if kind == "array":
+        return list[_annotation(prop.get("items") or {})]  # type: ignore[misc]
+    if kind == "object":
+        return dict[str, Any]
+    return Any
+
+
+def args_model(name: str, input_schema: Mapping[str, Any]) -> type[BaseModel]:
+    """A pydantic model CrewAI can show the model and validate with, built from the JSON Schema."""
+    required = set(input_schema.get("required", []))
+    fields: dict[str, Any] = {}
+    for key, prop in (input_schema.get("properties") or {}).items():
+        annotation, description = _annotation(prop), prop.get("description")
+        if key in required:
+            fields[key] = (annotation, Field(..., description=description))
+        else:
+            fields[key] = (annotation | None, Field(None, description=description))
+    title = "".join(part.title() for part in name.split("_")) + "Args"
+    return create_model(title, __config__=ConfigDict(extra="forbid"), **fields)
+
+
+class RetoldCrewTool(BaseTool):
+    """One retold tool for CrewAI; the caller is the adapter's principal, never the tool input."""
+
+    retold_memory: Any = Field(exclude=True)
+
+    def _run(self, **kwargs: Any) -> str:
+        memory: CrewAIMemory = self.retold_memory
+        memory._flush_bus()
+        return memory._call(lambda: memory._tool(self.name, kwargs))
+
+    async def _arun(self, **kwargs: Any) -> str:
+        memory: CrewAIMemory = self.retold_memory
+        return await memory._acall(lambda: memory._tool(self.name, kwargs))
+
+
+# --- the LLM proxy ------------------------------------------------------------------------
+
+
+class MemoryLLM(BaseLLM):
+    """The host's CrewAI model behind a proxy that records each task and adds host-issued recall."""
+
+    inner: Any = Field(exclude=True)
+    retold_memory: Any = Field(exclude=True)
+
+    def call(
+        self,
+        messages: Any,
+        tools: list[dict[str, Any]] | None = None,
+        callbacks: list[Any] | None = None,
+        available_functions: dict[str, Any] | None = None,
+        from_task: Any = None,
+        from_agent: Any = None,
+        response_model: type[BaseModel] | None = None,
+    ) -> Any:
+        memory: CrewAIMemory = self.retold_memory
+        task_text = memory._first_call(messages, from_task)
+        if task_text is not None:
+            messages = memory._apply_recall(messages, memory._call(lambda: memory._open_task(task_text)))
+        try:
+            with call_stop_override(self.inner, list(self.stop_sequences)):
+                reply = self.inner.call(
+                    messages,
+                    tools=tools,
+                    callbacks=callbacks,
+                    available_functions=available_functions,
+                    from_task=from_task,
+                    from_agent=from_agent,
+                    response_model=response_model,
+                )
+        except BaseException:
+            memory._failed_first(task_text)
+            raise
+        return reply
+
+    async def acall(
+        self,
+        messages: Any,
+        tools: list[dict[str, Any]] | None = None,
+        callbacks: list[Any] | None = None,
+        available_functions: dict[str, Any] | None = None,
+        from_task: Any = None,
+        from_agent: Any = None,
+        response_model: type[BaseModel] | None = None,
+    ) -> Any:
+        memory: CrewAIMemory = self.retold_memory
+        task_text = memory._first_call(messages, from_task)
+        if task_text is not None:
+            block = await memory._acall(lambda: memory._open_task(task_text))
+            messages = memory._apply_recall(messages, block)
+        try:
+            with call_stop_override(self.inner, list(self.stop_sequences)):
+                return await self.inner.acall(
+                    messages,
+                    tools=tools,
+                    callbacks=callbacks,
+                    available_functions=available_functions,
+                    from_task=from_task,
+                    from_agent=from_agent,
+                    response_model=response_model,
+                )
+        except BaseException:
+            memory._failed_first(task_text)
+            raise
+
+    def supports_function_calling(self) -> bool:
+        """As the inner model: CrewAI picks native tool calls or ReAct text from this."""
+        supports = getattr(self.inner, "supports_function_calling", None)
+        return bool(callable(supports) and supports())
+
+    def supports_stop_words(self) -> bool:
+        return bool(self.inner.supports_stop_words())
+
+    def get_context_window_size(self) -> int:
+        return int(self.inner.get_context_window_size())
+
+    def supports_multimodal(self) -> bool:
+        return bool(self.inner.supports_multimodal())
+
+
+# --- the adapter --------------------------------------------------------------------------
+
+
+@dataclass
+class _TaskRun:
+    """One execution of one task: its finish is recorded once, from whichever source sees it."""
+
+    task_id: str
+    finished: bool = False
+
+
+def _task_id(task: Any) -> str:
+    return str(getattr(task, "id", None) or "task")
+
+
+def _message_role(message: Any) -> str | None:
+    return message.get("role") if isinstance(message, Mapping) else getattr(message, "role", None)
+
+
+class CrewAIMemory:
+    """retold for one CrewAI agent in one session: tools, ``step_callback``, an LLM proxy, the policy.
+
+    ``mode`` is ``tool_only`` (the model searches), ``auto`` (the host searches once per task,
+    memory_search is not offered) or ``hybrid`` (both); ``None`` means the configured
+    ``retrieval.trigger.mode``. ``loop`` is the event loop that owns ``runtime`` (see the module
+    docstring for how it is found when omitted).
+    """
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        inputs: Mapping[str, Any],
+        agent_role: str,
+        mode: str | None = "tool_only",
+        *,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        self.runtime = runtime
+        self.agent_role = agent_role
+        self.mode = resolve_mode(runtime, mode)
+        self._principal = principal_from_inputs(inputs, agent_role)
+        owner = loop or _RUNTIME_LOOPS.get(runtime) or _running_loop()
+        if owner is None:
+            raise InvalidArgumentError(
+                "CrewAIMemory needs the event loop that owns the runtime: open it with "
+                "RuntimePortal.open(...) for a sync host (crew.kickoff()), build the adapter inside "
+                "the async code that opened it (await crew.akickoff()), or pass loop="
+            )
+        self._loop = owner
+        self._lane: asyncio.Condition | None = None  # created on the owning loop; orders every call
+        self._issued = self._serving = 0
+        self._abandoned: set[int] = set()
+        self._state = threading.Lock()
+        self._started = False
+        self._ended = False
+        self._runs: dict[str, _TaskRun] = {}
+        self._current: _TaskRun | None = None
+        self._retrying: str | None = None
+        self._task_text: str | None = None
+        self._last_step: tuple[str, str] | None = None
+        self._posted: set[concurrent.futures.Future[Any] | asyncio.Future[Any]] = set()
+        crewai_event_bus.on(ToolUsageFinishedEvent)(self._on_tool_finished)
+        crewai_event_bus.on(TaskCompletedEvent)(self._on_task_completed)
+
+    # --- public surface -------------------------------------------------------------------
+
+    @property
+    def principal(self) -> Principal:
+        """The principal in use (an idle split moves it to ``<session_id>~2``)."""
+        return self._principal
+
+    @property
+    def policy_text(self) -> str:
+        """The §13 policy for this mode; put it in the agent's backstory (CrewAI has no system slot)."""
+        return policy_text(self.mode)
+
+    def tools(self) -> list[BaseTool]:
+        """The memory tools for this principal and mode: five, or four in ``auto`` (no memory_search)."""
+        built = self.runtime.tools.tool_schemas(self._principal, names=tool_names(self.mode))
+        return [
+            RetoldCrewTool(
+                name=schema["name"],
+                description=schema["description"],
+                args_schema=args_model(schema["name"], schema["input_schema"]),
+                retold_memory=self,
+            )
+            for schema in built
+        ]
+
+    def wrap_llm(self, llm: BaseLLM) -> MemoryLLM:
+        """The agent's model behind the recording / recall proxy; pass it as ``Agent(llm=...)``."""
+        return MemoryLLM(
+            model=llm.model,
+            inner=llm,
+            retold_memory=self,
+            stop=list(getattr(llm, "stop", []) or []),
+            temperature=getattr(llm, "temperature", None),
+        )
+
+    def step_callback(self, step: Any) -> None:
+        """CrewAI's per-step hook: a finish is the assistant turn; other steps only keep the order.
+
+        On the ReAct path CrewAI calls this with the bare ``ToolResult`` and then the
+        ``AgentAction``; tool turns come from the event bus, so both only flush it.
+        """
+        self._flush_bus()
+        if not isinstance(step, AgentFinish):
+            return
+        with self._state:
+            run = self._current
+            if run is not None:
+                if run.finished:
+                    return
+                run.finished = True
+        text = str(step.output)
+        if _running_loop() is self._loop:
+            self._post(lambda: self._record("assistant", text))
+        else:
+            self._call(lambda: self._record("assistant", text))
+
+    def end_session(self) -> bool:
+        """End the session and schedule extraction; False when it had already ended (idempotent)."""
+        if _running_loop() is self._loop:
+            raise RuntimeError("end_session() would block the runtime's own event loop; await aend_session()")
+        self._flush_bus()
+        return self._call(self._end)
+
+    async def aend_session(self) -> bool:
+        """:meth:`end_session` for async hosts."""
+        self._flush_bus()
+        return await self._acall(self._end)
+
+    # --- running on the owning loop -------------------------------------------------------
+
+    async def _serial(self, ticket: int, factory: Callable[[], Awaitable[T]]) -> T:
+        """Run ``factory`` when its ticket comes up: calls run in the order they were submitted.
+
+        Tickets are drawn in the submitting thread, so a bus handler's queued turn and the
+        agent thread's next call keep CrewAI's order however the loop schedules them.
+        """
+        if self._lane is None:
+            self._lane = asyncio.Condition()
+        async with self._lane:
+            try:
+                await self._lane.wait_for(lambda: self._serving == ticket)
+            except BaseException:  # cancelled while queued: the lane must not wait for it
+                self._abandoned.add(ticket)
+                raise
+            try:
+                if not self._started:
+                    self._principal = await self.runtime.hooks.on_session_start(self._principal)
+                    self._started = True
+                return await factory()
+            finally:
+                self._serving += 1
+                while self._serving in self._abandoned:
+                    self._abandoned.discard(self._serving)
+                    self._serving += 1
+                self._lane.notify_all()
+
+    def _ticket(self) -> int:
+        with self._state:
+            self._issued += 1
+            return self._issued - 1
+
+    def _submit(self, factory: Callable[[], Awaitable[T]]) -> concurrent.futures.Future[T]:
+        if self._loop.is_closed() or not self._loop.is_running():
+            raise RuntimeError(
+                "the event loop that owns the retold runtime is not running; use RuntimePortal.open(...) "
+                "for crew.kickoff(), or await crew.akickoff() inside the loop that opened the runtime"
+            )
+        return asyncio.run_coroutine_threadsafe(self._serial(self._ticket(), factory), self._loop)
+
+    def _call(self, factory: Callable[[], Awaitable[T]]) -> T:
+        """Run on the owning loop and wait: for CrewAI's sync callers on worker threads."""
+        if _running_loop() is self._loop:
+            raise RuntimeError(
+                "a retold call was made synchronously on the event loop that owns the runtime, where it "
+                "would block; run the crew with await crew.akickoff() (or from another thread)"
+            )
+        return self._submit(factory).result()
+
+    async def _acall(self, factory: Callable[[], Awaitable[T]]) -> T:
+        if _running_loop() is self._loop:
+            return await self._serial(self._ticket(), factory)
+        return await asyncio.wrap_future(self._submit(factory))
+
+    def _post(self, factory: Callable[[], Awaitable[Any]]) -> None:
+        """Queue a recording without waiting (event-bus handlers must never block)."""
+        future: concurrent.futures.Future[Any] | asyncio.Future[Any]
+        if _running_loop() is self._loop:
+            future = self._loop.create_task(self._serial(self._ticket(), factory))
+        else:
+            try:
+                future = self._submit(factory)
+            except RuntimeError:
+                logger.warning("retold could not record a CrewAI turn: the runtime's loop is not running")
+                return
+        self._posted.add(future)
+        future.add_done_callback(self._done)
+
+    def _done(self, future: Any) -> None:
+        self._posted.discard(future)
+        if not future.cancelled() and future.exception() is not None:
+            logger.error("retold could not record a CrewAI turn", exc_info=future.exception())
+
+    def _flush_bus(self) -> None:
+        """Let pending event-bus handlers queue their turns first, so turns keep CrewAI's order."""
+        crewai_event_bus.flush(timeout=_FLUSH_TIMEOUT_S)
+
+    # --- on the owning loop ---------------------------------------------------------------
+
+    async def _record(self, role: str, text: str) -> None:
+        text = text.strip()
+        if not text:
+            return
+        self._principal = await self.runtime.hooks.on_turn(self._principal, role, text)
+        if role == "user":
+            self._task_text = text
+        else:
+            self._last_step = (role, text)
+
+    def _search_context(self) -> str | None:
+        """Task description plus the most recent step output (spec §14), tail-truncated."""
+        lines = [f"user: {self._task_text}"] if self._task_text else []
+        if self._last_step:
+            lines.append(f"{self._last_step[0]}: {self._last_step[1]}")
+        return "\n".join(lines)[-self.runtime.config.retrieval.rewrite.max_context_chars :] or None
+
+    async def _tool(self, name: str, kwargs: dict[str, Any]) -> str:
+        payload = {k: v for k, v in kwargs.items() if v is not None}  # unset optionals, not nulls
+        context = self._search_context() if name == "memory_search" else None
+        principal = self._principal
+        result = await self.runtime.tools.call(principal, name, payload, context=context, trigger="tool")
+        return tool_text(name, result)
+
+    async def _open_task(self, text: str) -> str | None:
+        """Record the task as the user turn; in auto / hybrid, the host search's recalled block."""
+        await self._record("user", text)
+        return None if self.mode == "tool_only" else await self._host_recall(text)
+
+    async def _host_recall(self, text: str) -> str | None:
+        """One host-issued search on the task (spec §14.1); a short task is skipped with an event."""
+        trigger = self.runtime.config.retrieval.trigger
+        query = " ".join(text.split())
+        principal = self._principal
+        if len(query) < trigger.auto_min_query_chars:
+            await self.runtime.store.append_event(
+                "trigger.skipped",
+                principal.agent_id,
+                payload={
+                    "reason": "task shorter than trigger.auto_min_query_chars",
+                    "chars": len(query),
+                    "min_chars": trigger.auto_min_query_chars,
+                    "session_id": principal.session_id,
+                    "user_id": principal.user_id,
+                },
+            )
+            return None
+        context = self._search_context()
+        request = SearchRequest(queries=[query], context=context, k=trigger.auto_k, trigger="auto")
+        response = await self.runtime.search(principal, request)
+        return render_search(response, header=RECALL_HEADER) if response.results else None
+
+    async def _end(self) -> bool:
+        if self._ended:
+            return False
+        self._ended = True
+        crewai_event_bus.off(ToolUsageFinishedEvent, self._on_tool_finished)
+        crewai_event_bus.off(TaskCompletedEvent, self._on_task_completed)
+        return await self.runtime.hooks.on_session_end(self._principal)
+
+    # --- the proxy's side -----------------------------------------------------------------
+
+    def _first_call(self, messages: Any, task: Any) -> str | None:
+        """The task text when this model call starts a task execution, else None.
+
+        A task's first call carries no assistant or tool message yet. A retry of a failed
+        first call (CrewAI's rate-limit policy) is not a new task.
+        """
+        if not isinstance(messages, str) and any(_message_role(m) in ("assistant", "tool") for m in messages):
+            return None
+        key = _task_id(task)
+        self._flush_bus()  # the previous execution's finish is queued before this one registers
+        with self._state:
+            if self._retrying == key:
+                self._retrying = None
+                return None
+            run = _TaskRun(key)
+            self._runs[key] = run
+            self._current = run
+        text = getattr(task, "description", None) if task is not None else None
+        if not text:
+            users = [m for m in ([] if isinstance(messages, str) else messages) if _message_role(m) == "user"]
+            text = messages if isinstance(messages, str) else _content_text(users[-1]) if users else ""
+        return str(text)
+
+    def _failed_first(self, task_text: str | None) -> None:
+        """A first call failed: CrewAI's retry of it must not record the task again."""
+        if task_text is not None and self._current is not None:
+            with self._state:
+                self._retrying = self._current.task_id
+
+    def _apply_recall(self, messages: Any, block: str | None) -> Any:
+        """Append the recalled block to the task prompt, in place so later calls see the same bytes."""
+        if not block:
+            return messages
+        if isinstance(messages, str):
+            return f"{messages}\n\n{block}"
+        for message in reversed(messages):
+            if _message_role(message) != "user" or not isinstance(message, dict):
+                continue
+            content = message.get("content")
+            if isinstance(content, list):
+                content.append({"type": "text", "text": block})
+            else:
+                message["content"] = f"{content or ''}\n\n{block}"
+            return messages
+        messages.append({"role": "user", "content": block})
+        return messages
+
+    # --- event-bus handlers (CrewAI's handler threads) ------------------------------------
+
+    def _owned_run(self, event: Any) -> _TaskRun | None:
+        task_id = getattr(event, "task_id", None) or _task_id(getattr(event, "task", None))
+        with self._state:
+            return self._runs.get(str(task_id))
+
+    def _on_tool_finished(self, source: Any, event: ToolUsageFinishedEvent) -> None:
+        """A tool result is a tool turn, except retold's own (a recalled memory is not new evidence)."""
+        if event.tool_name in schemas.TOOL_NAMES or self._owned_run(event) is None:
+            return
+        output = event.output
+        text = output if isinstance(output, str) else json.dumps(output, ensure_ascii=False, default=str)
+        self._post(lambda: self._record("tool", text))
+
+    def _on_task_completed(self, source: Any, event: TaskCompletedEvent) -> None:
+        """The ReAct path's finish (CrewAI sends step_callback no AgentFinish there)."""
+        run = self._owned_run(event)
+        if run is None:
+            return
+        with self._state:
+            if run.finished:
+                return
+            run.finished = True
+        text = str(getattr(event.output, "raw", "") or "")
+        self._post(lambda: self._record("assistant", text))
+
+
+def _content_text(message: Any) -> str:
+    content = message.get("content") if isinstance(message, Mapping) else getattr(message, "content", "")
+    if isinstance(content, list):
+        return "\n".join(str(b.get("text", "")) for b in content if isinstance(b, Mapping))
+    return str(content or "")

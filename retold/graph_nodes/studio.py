@@ -1,0 +1,135 @@
+"""Graphs for ``langgraph dev`` (see ``langgraph.json``): watch retold's pipelines node by node.
+
+    RETOLD_STORE=memory.sqlite LANGGRAPH_CLI_NO_ANALYTICS=1 LANGSMITH_TRACING=false \\
+        langgraph dev --no-browser --no-reload --host 127.0.0.1 --port 2024
+
+* ``retold_search``: the search graph (spec §10). Input is plain JSON:
+  ``{"agent_id": "planner", "user_id": "u1", "queries": ["answer style"]}``.
+* ``retold_extraction``: the extraction graph (spec §8.2); input ``{"session_id": "s1"}``.
+  It needs an extractor and a reviewer in the config (``ingestion.extraction_enabled``).
+* ``retold_memory_agent``: a Deep Agents agent with retold's middleware. Its model is a
+  small scripted one (offline: it saves statements of preference and searches memory for
+  anything else) unless ``RETOLD_STUDIO_MODEL`` names a real one (``"anthropic:claude-..."``,
+  through ``init_chat_model``). Run it with ``context: {"agent_id": ..., "user_id": ...}``.
+
+The store is ``RETOLD_STORE`` (default ``memory.sqlite``) and the config ``RETOLD_CONFIG``
+(a YAML path; default settings without it). Each entry is an async factory: the runtime is
+opened once per server process on the server's event loop, with the config file read in a
+worker thread, so no blocking call runs on the loop. No graph here carries a checkpointer
+or a store: ``langgraph dev`` supplies its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+from typing import TYPE_CHECKING, Any
+
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
+
+    from retold.runtime import Runtime
+
+__all__ = ["ScriptedMemoryModel", "extraction_graph", "memory_agent", "search_graph"]
+
+_opened: dict[str, Any] = {}
+_lock = asyncio.Lock()
+_PREFERENCE = re.compile(r"\b(i prefer|i like|i always|i never|remember that|i want)\b", re.IGNORECASE)
+
+
+async def runtime() -> Runtime:
+    """The process's runtime over ``RETOLD_STORE`` / ``RETOLD_CONFIG``, opened on first use."""
+    async with _lock:
+        rt = _opened.get("runtime")
+        if rt is None or rt.closed:
+            import retold
+
+            config_path = os.environ.get("RETOLD_CONFIG") or None
+            config = await asyncio.to_thread(retold.load_config, config_path)
+            rt = await retold.open_runtime(os.environ.get("RETOLD_STORE") or "memory.sqlite", config)
+            _opened.clear()
+            _opened["runtime"] = rt
+        return rt
+
+
+async def search_graph(config: RunnableConfig) -> Any:
+    """The compiled search graph of the shared runtime."""
+    return (await runtime()).search_graph
+
+
+async def extraction_graph(config: RunnableConfig) -> Any:
+    """The compiled extraction graph of the shared runtime."""
+    return (await runtime()).extraction_graph
+
+
+class ScriptedMemoryModel(BaseChatModel):
+    """An offline stand-in model that shows the memory loop without an API key.
+
+    A user turn that states a preference is saved with ``memory_write`` (quoting the turn);
+    any other user turn is looked up with ``memory_search``; a tool result is summarised.
+    """
+
+    @property
+    def _llm_type(self) -> str:
+        return "retold-scripted-memory"
+
+    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedMemoryModel:
+        return self
+
+    def _generate(
+        self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None, **kwargs: Any
+    ) -> ChatResult:
+        return ChatResult(generations=[ChatGeneration(message=self._reply(messages))])
+
+    @staticmethod
+    def _reply(messages: list[BaseMessage]) -> AIMessage:
+        last = messages[-1] if messages else None
+        if isinstance(last, ToolMessage):
+            return AIMessage(f"From memory ({last.name}):\n{last.text}")
+        if not isinstance(last, HumanMessage) or not last.text.strip():
+            return AIMessage("Tell me something to remember, or ask about something you told me.")
+        text = " ".join(last.text.split())
+        call_id = f"scripted_{len(messages)}"
+        if _PREFERENCE.search(text):
+            args = {
+                "type": "semantic",
+                "content": text[:1000],
+                "attribute": "preference",
+                "source_kind": "user_statement",
+                "evidence": text,
+            }
+            return AIMessage("", tool_calls=[{"name": "memory_write", "args": args, "id": call_id}])
+        args = {"queries": [text[:300]]}
+        return AIMessage("", tool_calls=[{"name": "memory_search", "args": args, "id": call_id}])
+
+
+def _model() -> BaseChatModel:
+    named = os.environ.get("RETOLD_STUDIO_MODEL")
+    if not named:
+        return ScriptedMemoryModel()
+    from langchain.chat_models import init_chat_model
+
+    return init_chat_model(named)
+
+
+async def memory_agent(config: RunnableConfig) -> Any:
+    """A Deep Agents agent with retold memory (mode from ``retrieval.trigger.mode``); built once."""
+    rt = await runtime()
+    agent = _opened.get("memory_agent")
+    if agent is None:
+        from retold.adapters.deepagents import create_memory_agent
+
+        agent = create_memory_agent(
+            rt,
+            _model(),
+            mode=None,
+            system_prompt="You are a helpful assistant with long-term memory.",
+            name="retold_memory_agent",
+        )
+        _opened["memory_agent"] = agent
+    return agent

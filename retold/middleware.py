@@ -1,0 +1,209 @@
+"""Long-term memory for langchain ``create_agent`` and Deep Agents: one ``AgentMiddleware``.
+
+    from retold.middleware import RetoldContext, RetoldMiddleware
+
+    memory = RetoldMiddleware(rt, mode="hybrid")
+    agent = create_agent(model, tools=[...], middleware=[memory], context_schema=RetoldContext,
+                         checkpointer=InMemorySaver())
+    await agent.ainvoke({"messages": [HumanMessage("...")]}, {"configurable": {"thread_id": "s1"}},
+                        context=RetoldContext(agent_id="planner", user_id="u1"))
+    await memory.end_session({"configurable": {"thread_id": "s1"}})   # schedules extraction once
+
+What it does, per spec §12–§14.1:
+
+* ``before_agent`` opens the session of the run's thread; ``before_model`` records every new
+  human, AI and tool message as a transcript turn, in order, exactly once; ``after_agent``
+  records the final reply.
+* ``auto`` / ``hybrid``: one host-issued search per new user turn before the model call,
+  appended as a marked ``memory_search`` call + result pair (never an edit of earlier messages).
+* The memory tools (five, or four without ``memory_search`` in ``auto``), narrowed to the
+  caller's grants before every model call, and the §13 policy appended to the system prompt,
+  byte-identical on every turn.
+
+Every hook has a sync and an async side. The async side is the real one; the sync side (for
+``invoke()`` from a worker thread) runs the same coroutine on the runtime's event loop.
+Use a checkpointer for multi-turn threads: the recorded-message keys live in the graph state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Annotated, Any, NotRequired
+
+from retold.adapters.common import (
+    RECORDED_KEY,
+    LoopBridge,
+    MemoryTool,
+    RetoldContext,
+    end_session,
+    memory_tools,
+    merge_recorded,
+    narrow_tools,
+    recall,
+    record_messages,
+    resolve_mode,
+    run_principal,
+    tool_names,
+    with_policy,
+)
+from retold.errors import MissingExtraError
+from retold.policy.prompt import policy_text
+
+try:
+    from langchain.agents.middleware import AgentMiddleware, AgentState, ModelRequest, ModelResponse
+    from langchain.agents.middleware.types import PrivateStateAttr
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise MissingExtraError("langchain", "deepagents", "retold.middleware") from exc
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.config import get_config
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from langchain_core.messages import BaseMessage
+    from langgraph.runtime import Runtime as GraphRuntime
+
+    from retold.models import Principal
+    from retold.runtime import Runtime
+
+__all__ = ["RetoldContext", "RetoldMiddleware", "RetoldState"]
+
+
+class RetoldState(AgentState):
+    """The agent state plus the keys of the messages already recorded (hidden from input/output).
+
+    The reducer comes last in ``Annotated``: LangGraph takes the reducer from the last item.
+    """
+
+    retold_recorded: NotRequired[Annotated[list[str], PrivateStateAttr, merge_recorded]]
+
+
+class RetoldMiddleware(AgentMiddleware[RetoldState, Any, Any]):
+    """Session hooks, host-issued recall, memory tools and policy text for one runtime.
+
+    ``mode`` is ``"tool_only"``, ``"auto"`` or ``"hybrid"`` (``None``: the configured
+    ``retrieval.trigger.mode``). ``register_tools=False`` leaves the tools to the host (see
+    :attr:`memory_tools`), e.g. to pass them to Deep Agents so subagents inherit them.
+    ``loop`` is the event loop the runtime runs on, for sync ``invoke()`` from other threads;
+    by default the loop running when the middleware is built (or first used asynchronously).
+    """
+
+    state_schema = RetoldState
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        mode: str | None = None,
+        *,
+        register_tools: bool = True,
+        loop: asyncio.AbstractEventLoop | None = None,
+    ) -> None:
+        super().__init__()
+        self.runtime = runtime
+        self.mode = resolve_mode(runtime, mode)
+        self.policy = policy_text(self.mode)
+        self._bridge = LoopBridge(loop)
+        self._bridge.adopt_running_loop()
+        self.memory_tools: list[MemoryTool] = memory_tools(runtime, self.mode, bridge=self._bridge)
+        """The LangChain tools for this mode; registered by the middleware unless told otherwise."""
+        self.tools = list(self.memory_tools) if register_tools else []
+        self._names = tool_names(self.mode)
+
+    @property
+    def name(self) -> str:
+        return "RetoldMiddleware"
+
+    # --- identity ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _principal(runtime: GraphRuntime[Any], *, require_session: bool = True) -> Principal:
+        return run_principal(runtime.context, get_config(), require_session=require_session)
+
+    # --- before_agent: open the session -----------------------------------------------------
+
+    async def _open(self, principal: Principal) -> None:
+        await self.runtime.hooks.on_session_start(principal)
+
+    def before_agent(self, state: RetoldState, runtime: GraphRuntime[Any]) -> dict[str, Any] | None:
+        principal = self._principal(runtime)
+        self._bridge.call(lambda: self._open(principal))
+        return None
+
+    async def abefore_agent(self, state: RetoldState, runtime: GraphRuntime[Any]) -> dict[str, Any] | None:
+        self._bridge.adopt_running_loop()
+        await self._open(self._principal(runtime))
+        return None
+
+    # --- before_model: record new turns, then the host-issued recall --------------------------
+
+    async def _before_model(
+        self, principal: Principal, messages: list[BaseMessage], recorded: list[str]
+    ) -> dict[str, Any] | None:
+        principal, new_keys = await record_messages(self.runtime, principal, messages, recorded)
+        update: dict[str, Any] = {}
+        if new_keys:
+            update[RECORDED_KEY] = new_keys
+        if self.mode != "tool_only":
+            appended = await recall(self.runtime, principal, messages)
+            if appended:
+                update["messages"] = appended
+        return update or None
+
+    def before_model(self, state: RetoldState, runtime: GraphRuntime[Any]) -> dict[str, Any] | None:
+        principal = self._principal(runtime)
+        messages, recorded = list(state["messages"]), list(state.get(RECORDED_KEY) or [])
+        return self._bridge.call(lambda: self._before_model(principal, messages, recorded))
+
+    async def abefore_model(self, state: RetoldState, runtime: GraphRuntime[Any]) -> dict[str, Any] | None:
+        self._bridge.adopt_running_loop()
+        messages, recorded = list(state["messages"]), list(state.get(RECORDED_KEY) or [])
+        return await self._before_model(self._principal(runtime), messages, recorded)
+
+    # --- after_agent: record the final reply ------------------------------------------------
+
+    async def _after_agent(
+        self, principal: Principal, messages: list[BaseMessage], recorded: list[str]
+    ) -> dict[str, Any] | None:
+        _, new_keys = await record_messages(self.runtime, principal, messages, recorded)
+        return {RECORDED_KEY: new_keys} if new_keys else None
+
+    def after_agent(self, state: RetoldState, runtime: GraphRuntime[Any]) -> dict[str, Any] | None:
+        principal = self._principal(runtime)
+        messages, recorded = list(state["messages"]), list(state.get(RECORDED_KEY) or [])
+        return self._bridge.call(lambda: self._after_agent(principal, messages, recorded))
+
+    async def aafter_agent(self, state: RetoldState, runtime: GraphRuntime[Any]) -> dict[str, Any] | None:
+        messages, recorded = list(state["messages"]), list(state.get(RECORDED_KEY) or [])
+        return await self._after_agent(self._principal(runtime), messages, recorded)
+
+    # --- wrap_model_call: policy text and the caller's tool schemas -------------------------
+
+    def _request(self, request: ModelRequest, principal_schemas: list[dict[str, Any]]) -> ModelRequest:
+        return request.override(
+            system_message=with_policy(request.system_message, self.policy),
+            tools=narrow_tools(request.tools, self.runtime, principal_schemas),
+        )
+
+    def wrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
+    ) -> ModelResponse:
+        principal = self._principal(request.runtime, require_session=False)
+        return handler(self._request(request, self.runtime.tools.tool_schemas(principal, names=self._names)))
+
+    async def awrap_model_call(
+        self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
+    ) -> ModelResponse:
+        principal = self._principal(request.runtime, require_session=False)
+        principal_schemas = await self.runtime.tools.atool_schemas(principal, names=self._names)
+        return await handler(self._request(request, principal_schemas))
+
+    # --- session end ------------------------------------------------------------------------
+
+    async def end_session(self, config: RunnableConfig, *, context: Any = None) -> bool:
+        """End the thread's session (scheduling extraction); False when already ended."""
+        return await end_session(self.runtime, config, context=context)
+
+    def end_session_sync(self, config: RunnableConfig, *, context: Any = None) -> bool:
+        """:meth:`end_session` for sync hosts, run on the runtime's event loop."""
+        return self._bridge.call(lambda: end_session(self.runtime, config, context=context))
