@@ -110,4 +110,4 @@ def build_extraction_graph(rt: Runtime) -> CompiledStateGraph[Any, Any, Any, Any
         graph.add_conditional_edges(name, router(name, nxt), targets)  # type: ignore[arg-type]
     graph.add_edge("finish", END)
     graph.add_edge("fail", END)
-    return graph.compile(name="retold_extraction")
+    return graph.compile(name="retold_extraction", checkpointer=False)

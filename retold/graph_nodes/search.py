@@ -83,9 +83,13 @@ def build_search_graph(rt: Runtime) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Compile the search graph bound to one runtime."""
 
     async def prepare(state: SearchState) -> dict[str, Any]:
-        run = state.get("run") or run_from_json(state)
+        if "run" in state:  # rt.search: the caller reads run.response, not the rendering
+            run = state["run"]
+            await retriever.prepare(rt, run)
+            return {"run": run}
+        run = run_from_json(state)
         await retriever.prepare(rt, run)
-        return {"run": run}
+        return {"run": run, "rendered": ""}
 
     async def generate(state: SearchState) -> dict[str, Any]:
         await retriever.generate(rt, state["run"])
@@ -104,11 +108,10 @@ def build_search_graph(rt: Runtime) -> CompiledStateGraph[Any, Any, Any, Any]:
 
     async def respond(state: SearchState) -> dict[str, Any]:
         response = await retriever.respond(rt, state["run"])
-        return {
-            "response": response,
-            "rendered": render_search(response),
-            "returned": [r.record.id for r in response.results],
-        }
+        out: dict[str, Any] = {"response": response, "returned": [r.record.id for r in response.results]}
+        if "rendered" in state:  # JSON input (langgraph dev, HTTP): render the block for the UI
+            out["rendered"] = render_search(response)
+        return out
 
     graph = StateGraph(SearchState)
     graph.add_node("prepare", prepare)
@@ -122,4 +125,4 @@ def build_search_graph(rt: Runtime) -> CompiledStateGraph[Any, Any, Any, Any]:
     graph.add_conditional_edges("rank", after_rank, ["rerank", "respond"])
     graph.add_edge("rerank", "respond")
     graph.add_edge("respond", END)
-    return graph.compile(name="retold_search")
+    return graph.compile(name="retold_search", checkpointer=False)

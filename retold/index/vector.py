@@ -23,7 +23,7 @@ between filtering and scoring.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Set, Sized
+from collections.abc import Callable, Iterable, Sequence, Set, Sized
 from dataclasses import dataclass
 from itertools import repeat
 from typing import TYPE_CHECKING, Literal
@@ -42,6 +42,19 @@ RefreshOutcome = Literal["loaded", "current", "delta", "reloaded"]
 # Gathering rows costs several times a streamed multiply per row: once the eligible set is
 # more than 1/8 of the index, scoring every used row and picking the eligible ones is faster.
 _FULL_SCAN_SHARE = 8
+
+
+def _best_cosines(block: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """Each row's highest score over the queries, one matrix-vector product per query.
+
+    BLAS serves a block times a (dims, 2) matrix several times slower than two
+    matrix-vector products (measured 5.6 ms against 2.8 ms at 50K x 384), and a max over
+    axis 1 of a two-column result costs another 1.5 ms; elementwise maxima do not.
+    """
+    best = block @ queries[0]
+    for query in queries[1:]:
+        np.maximum(best, block @ query, out=best)
+    return best
 
 
 @dataclass
@@ -377,25 +390,23 @@ class VectorIndex:
             if rows.size * _FULL_SCAN_SHARE < used:  # a small set: gather and score just its rows
                 rows = np.unique(rows)  # duplicates out, ascending for memory locality
                 rows = rows[state.live[rows]]
-                scores = state.matrix[rows] @ queries.T  # (eligible, queries): one multiply
+                best = _best_cosines(state.matrix[rows], queries)
             else:  # most rows: one multiply over the used block beats copying them out
                 mask = np.zeros(used, dtype=bool)
                 mask[rows] = True
                 mask &= state.live[:used]
                 rows = np.flatnonzero(mask)
-                scores = (state.matrix[:used] @ queries.T)[rows]
+                best = _best_cosines(state.matrix[:used], queries)[rows]
             if rows.size == 0:
                 return []
-            best = scores.max(axis=1)
             if rows.size > k:
                 # Keep every row tied with the k-th score so the id tie-break below decides.
                 kth = best[np.argpartition(-best, k - 1)[k - 1]]
                 keep = best >= kth
                 rows, best = rows[keep], best[keep]
-            found = [
-                (state.ids[row], float(np.clip(score, -1.0, 1.0)))
-                for row, score in zip(rows, best, strict=True)
-            ]
+            found = list(
+                zip([state.ids[row] for row in rows.tolist()], np.clip(best, -1.0, 1.0).tolist(), strict=True)
+            )
         found.sort(key=lambda hit: (-hit[1], hit[0]))
         return found[:k]
 
@@ -409,15 +420,17 @@ class VectorIndex:
         row costs more than the multiply itself; checking only the best-scoring rows against
         the set is exact and touches O(k) ids in the common case. The caller holds the lock.
         """
-        best = (state.matrix[:used] @ queries.T).max(axis=1)
+        best = _best_cosines(state.matrix[:used], queries)
         best[~state.live[:used]] = -np.inf
         window = min(used, max(4 * k, 64))
         while True:
             top = np.argpartition(-best, window - 1)[:window] if window < used else np.arange(used)
+            top = top[np.isfinite(best[top])]
+            ids = state.ids
             hits = [
-                (state.ids[row], float(np.clip(best[row], -1.0, 1.0)))
-                for row in top
-                if np.isfinite(best[row]) and state.ids[row] in eligible
+                (ids[row], score)
+                for row, score in zip(top.tolist(), np.clip(best[top], -1.0, 1.0).tolist(), strict=True)
+                if ids[row] in eligible
             ]
             if len(hits) >= k or window >= used:
                 break
@@ -437,6 +450,27 @@ class VectorIndex:
             if row is None or not self._state.live[row]:
                 return None
             return self._state.matrix[row].copy()
+
+    def cosine_lookup(self, record_ids: Sequence[str]) -> Callable[[str, str], float]:
+        """A ``cosine`` over a fixed set of records from one multiply under the lock.
+
+        Duplicate collapse compares every survivor with every kept one; a pairwise lookup
+        per comparison takes the lock and crosses into numpy each time. Records outside the
+        set, or not indexed, raise KeyError as :meth:`cosine` does.
+        """
+        with self._lock:
+            state = self._state
+            rows = {
+                rid: row for rid in record_ids if (row := state.pos.get(rid)) is not None and state.live[row]
+            }
+            block = state.matrix[list(rows.values())] if rows else np.zeros((0, self.dims), np.float32)
+        order = {rid: i for i, rid in enumerate(rows)}
+        gram = np.clip(block @ block.T, -1.0, 1.0).tolist()
+
+        def lookup(first_id: str, second_id: str) -> float:
+            return float(gram[order[first_id]][order[second_id]])
+
+        return lookup
 
     def cosine(self, first_id: str, second_id: str) -> float:
         """Cosine between two indexed records, clipped to [-1, 1].

@@ -81,6 +81,7 @@ class SearchRun:
     candidates: list[Candidate] = field(default_factory=list)  # fused, freshness applied, eligible only
     fused_log: list[list[Any]] = field(default_factory=list)
     records: dict[str, Record] = field(default_factory=dict)
+    prefetch_ms: float = 0.0
     subjects: dict[str, GateSubject] = field(default_factory=dict)
     kept: list[Candidate] = field(default_factory=list)
     gated_out: list[tuple[str, str]] = field(default_factory=list)
@@ -155,7 +156,7 @@ async def generate(rt: Runtime, run: SearchRun) -> None:
 
     def embed_and_search() -> None:
         # One worker-thread hop for the model call and the matrix multiply: neither may run on
-        # the event loop (a 50K-row multiply takes ~20 ms), and the lexical SQL runs meanwhile.
+        # the event loop (a 50K-row multiply takes a few ms), and the lexical SQL runs meanwhile.
         t = time.perf_counter()
         qvecs = np.asarray(rt.embedder.embed_queries(run.queries))
         t = run.mark("embed", t)
@@ -182,7 +183,11 @@ async def generate(rt: Runtime, run: SearchRun) -> None:
         run.lexical = await lexical_search(rt.store, run.queries, run.eligible, k, entity_aliases=alias_set)
         t = run.mark("lexical", t)
         run.entity = await entity_search(rt.store, aliases, run.eligible, k)
-        run.mark("entity", t)
+        t = run.mark("entity", t)
+        # Load these candidates while the embedder works; fuse then reads only the dense ones.
+        ids = [h.record_id for h in run.lexical] + [h.record_id for h in run.entity]
+        run.records = {r.id: r for r in await rt.store.get_records(ids)}
+        run.prefetch_ms = (time.perf_counter() - t) * 1000.0
 
     if not run.eligible:
         for stage in ("embed", "dense", "lexical", "entity"):
@@ -204,10 +209,12 @@ async def rank(rt: Runtime, run: SearchRun) -> None:
     # Hard isolation invariant: nothing outside the eligible set goes any further.
     fused = [c for c in fused if c.record_id in run.eligible]
     run.fused_log = [[c.record_id, c.fused_rank, round(c.rrf_score, 6)] for c in fused]
-    run.records = {r.id: r for r in await rt.store.get_records(c.record_id for c in fused)}
+    missing = [c.record_id for c in fused if c.record_id not in run.records]
+    run.records.update({r.id: r for r in await rt.store.get_records(missing)})
     fused = [c for c in fused if c.record_id in run.records]
     run.subjects = {rid: GateSubject(r.type, r.source_kind) for rid, r in run.records.items()}
     t = run.mark("fuse", t)
+    run.timings["fuse"] = round(run.timings["fuse"] + run.prefetch_ms, 3)  # loads done during generate
     skip = run.request.since is not None or run.request.until is not None
     run.candidates = apply_freshness(
         fused, run.records, run.started_at or rt.clock.now(), cfg.freshness, skip=skip
@@ -225,7 +232,8 @@ async def rank(rt: Runtime, run: SearchRun) -> None:
     else:
         run.kept, run.gated_out = gate(run.candidates, run.subjects, floors)
     t = run.mark("gate", t)
-    run.kept, run.deduped_out = collapse_duplicates(run.kept, rt.index.cosine, cfg.dedup_cosine)
+    cosine = rt.index.cosine_lookup([c.record_id for c in run.kept])
+    run.kept, run.deduped_out = collapse_duplicates(run.kept, cosine, cfg.dedup_cosine)
     run.mark("dedup", t)
 
 
@@ -275,10 +283,7 @@ async def respond(rt: Runtime, run: SearchRun) -> SearchResponse:
     t = time.perf_counter()
     run.timings.setdefault("rerank", 0.0)
     k = run.request.k or (cfg.trigger.auto_k if run.request.trigger == "auto" else cfg.default_k)
-    conflicts = {
-        c.record_id: [o for o in await rt.store.conflicts_for(c.record_id) if o in run.eligible]
-        for c in run.kept
-    }
+    conflicts = await _eligible_conflicts(rt, run, [c.record_id for c in run.kept])
     partners = {o for others in conflicts.values() for o in others if o not in run.records}
     if partners:
         run.records.update({r.id: r for r in await rt.store.get_records(partners)})
@@ -295,11 +300,12 @@ async def respond(rt: Runtime, run: SearchRun) -> SearchResponse:
     reranked = {row[0]: (row[1], row[2], row[3]) for row in run.reranked or []}
     rewritten = run.queries if run.rewrite_status == "applied" else None
     results = []
+    missing = [a.candidate.record_id for a in admitted if a.candidate.record_id not in conflicts]
+    if missing:  # counterparts admitted beside a provisional record
+        conflicts.update(await _eligible_conflicts(rt, run, missing))
     for admission in admitted:
         record = run.records[admission.candidate.record_id]
-        partners_of = conflicts.get(record.id) or [
-            o for o in await rt.store.conflicts_for(record.id) if o in run.eligible
-        ]
+        partners_of = conflicts[record.id]
         explanation = build_explanation(
             admission,
             record,
@@ -331,6 +337,11 @@ async def respond(rt: Runtime, run: SearchRun) -> SearchResponse:
         timings_ms=dict(run.timings),
     )
     return run.response
+
+
+async def _eligible_conflicts(rt: Runtime, run: SearchRun, record_ids: list[str]) -> dict[str, list[str]]:
+    found = await rt.store.conflicts_of(record_ids)
+    return {rid: [o for o in others if o in run.eligible] for rid, others in found.items()}
 
 
 def _counterpart(
@@ -375,7 +386,7 @@ def _log_row(
     req = run.request
     cfg = rt.config
     floors = cfg.retrieval.gate.floors_for(req.trigger)
-    explanations: list[Any] = [dataclasses.asdict(r.explanation) for r in results]
+    explanations: list[Any] = [r.explanation for r in results]  # encoded field by field
     if reason is not None:
         explanations.append({"empty_reason": reason})
     return {

@@ -36,7 +36,8 @@ def _json(value: Any) -> str:
 def _json_default(value: Any) -> Any:
     """Dataclasses (requests, explanations) as objects, datetimes as ISO text, sets as lists."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return dataclasses.asdict(value)
+        # Shallow: the encoder recurses into fields itself, so asdict's deep copy is waste.
+        return {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
     if isinstance(value, datetime):
         return format_ts(value)
     if isinstance(value, set | frozenset | tuple):
@@ -188,10 +189,9 @@ class AuditMixin:
                 value = _json(value)
             params.append(value)
         placeholders = ", ".join("?" for _ in SEARCH_LOG_COLUMNS)
-        async with self.db.transaction():
-            await self.db.execute(
-                f"INSERT INTO search_log({', '.join(SEARCH_LOG_COLUMNS)}) VALUES ({placeholders})", params
-            )
+        await self.db.execute_atomic(
+            f"INSERT INTO search_log({', '.join(SEARCH_LOG_COLUMNS)}) VALUES ({placeholders})", params
+        )
 
     async def search_log(self, search_id: str) -> dict[str, Any] | None:
         row = await self.db.fetchone("SELECT * FROM search_log WHERE id = ?", (search_id,))

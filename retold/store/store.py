@@ -451,6 +451,21 @@ class Store(
         )
         return [r[0] for r in rows]
 
+    async def conflicts_of(self, record_ids: Iterable[str]) -> dict[str, list[str]]:
+        """Every listed record's conflict partners in one query (a search asks for dozens)."""
+        ids = list(dict.fromkeys(record_ids))
+        found: dict[str, list[str]] = {rid: [] for rid in ids}
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            rows = await self.db.fetchall(
+                f"SELECT record_id, other_id FROM record_conflicts WHERE record_id IN "
+                f"({', '.join('?' * len(chunk))}) ORDER BY record_id, other_id",
+                chunk,
+            )
+            for record_id, other_id in rows:
+                found[record_id].append(other_id)
+        return found
+
     # --- embeddings ---------------------------------------------------------------------------
 
     async def put_embedding(self, record_id: str, model: str, version: str, vector: np.ndarray) -> int:

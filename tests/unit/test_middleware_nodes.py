@@ -218,3 +218,21 @@ async def test_a_refused_host_search_appends_nothing_and_the_turn_goes_on(
         assert "host-issued memory search refused (invalid_input)" in caplog.text
     finally:
         await w.rt.close()
+
+
+async def test_a_checkpointed_parent_never_stores_the_search_or_its_records(world: World) -> None:
+    """The search graph runs without a checkpointer even nested in one that has a saver.
+
+    Otherwise every recall would copy the memories it read into the agent's checkpoints,
+    where erasure cannot reach them.
+    """
+    await seed(world)
+    saver = InMemorySaver()
+    app = graph(world, ["Short summary."])
+    app = app.copy(update={"checkpointer": saver})
+    messages = await run(app, RELEVANT)
+    assert messages[2].content.startswith("recalled memory: 1 result")
+    namespaces = {ns for thread in saver.storage.values() for ns in thread}
+    assert namespaces == {""}  # the parent's own checkpoints only, no subgraph namespace
+    written = [key for key in saver.writes if key[1] != ""]
+    assert written == []
