@@ -21,7 +21,7 @@ import dataclasses
 import json
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self
 
 from retold.hosted import CompletionClient, SchemaMismatchError, load_prompt, nullable, strict_object
 from retold.models import (
@@ -176,33 +176,19 @@ def _confidence(value: Any, identity: str, provider: str) -> float:
     return score
 
 
-def _client_from_config(
-    config: Config, provider: str, model: str, setting: str, feature: str, timeout_ms: int, **kwargs: Any
-) -> CompletionClient:
-    return CompletionClient.from_env(
-        provider,  # type: ignore[arg-type]
-        model,
-        setting=setting,
-        feature=feature,
-        max_output_tokens=config.ingestion.hosted_max_output_tokens,
-        timeout_s=timeout_ms / 1000.0,
-        **kwargs,
-    )
+class _HostedStage:
+    """What the extractor and the reviewer share: a hosted client, a versioned prompt, config.
 
-
-# --- the extractor -------------------------------------------------------------------------------
-
-
-class StructuredLLMExtractor:
-    """:class:`~retold.models.Extractor` over a hosted model (prompt ``extract_v1``).
-
-    extractor = StructuredLLMExtractor(CompletionClient.from_env(...))
-    output = extractor.extract(turns, context)   # blocking; the graph runs it in a thread
+    Both report the same ``name`` / ``model`` / ``prompt_version`` identity in extraction
+    events, and config names their settings alike (``ingestion.<stage>_provider``,
+    ``_model``, ``_timeout_ms``), so one constructor serves both.
     """
 
-    name = "structured-llm-extractor"
+    name: ClassVar[str]
+    _stage: ClassVar[Literal["extraction", "review"]]
+    _feature: ClassVar[str]  # how a missing API key error names what needed it
 
-    def __init__(self, client: CompletionClient, *, prompt_version: str = EXTRACT_PROMPT) -> None:
+    def __init__(self, client: CompletionClient, *, prompt_version: str) -> None:
         self.client = client
         self.prompt_version = prompt_version
         self._prompt = load_prompt(_PACKAGE, prompt_version)
@@ -212,19 +198,38 @@ class StructuredLLMExtractor:
         return self.client.identity
 
     @classmethod
-    def from_config(cls, config: Config, **client_kwargs: Any) -> StructuredLLMExtractor:
-        """The extractor ``ingestion.extraction_provider`` / ``extraction_model`` name."""
+    def from_config(cls, config: Config, **client_kwargs: Any) -> Self:
+        """The model ``ingestion.<stage>_provider`` / ``<stage>_model`` name, under ``<stage>_timeout_ms``."""
         ing = config.ingestion
-        client = _client_from_config(
-            config,
-            ing.extraction_provider,
-            ing.extraction_model,
-            "ingestion.extraction_provider",
-            "Session extraction (ingestion.extraction_enabled)",
-            ing.extraction_timeout_ms,
-            **client_kwargs,
+        return cls(
+            CompletionClient.from_env(
+                getattr(ing, f"{cls._stage}_provider"),
+                getattr(ing, f"{cls._stage}_model"),
+                setting=f"ingestion.{cls._stage}_provider",
+                feature=cls._feature,
+                max_output_tokens=ing.hosted_max_output_tokens,
+                timeout_s=getattr(ing, f"{cls._stage}_timeout_ms") / 1000.0,
+                **client_kwargs,
+            )
         )
-        return cls(client)
+
+
+# --- the extractor -------------------------------------------------------------------------------
+
+
+class StructuredLLMExtractor(_HostedStage):
+    """:class:`~retold.models.Extractor` over a hosted model (prompt ``extract_v1``).
+
+    extractor = StructuredLLMExtractor(CompletionClient.from_env(...))
+    output = extractor.extract(turns, context)   # blocking; the graph runs it in a thread
+    """
+
+    name = "structured-llm-extractor"
+    _stage = "extraction"
+    _feature = "Session extraction (ingestion.extraction_enabled)"
+
+    def __init__(self, client: CompletionClient, *, prompt_version: str = EXTRACT_PROMPT) -> None:
+        super().__init__(client, prompt_version=prompt_version)
 
     def request(self, transcript: Sequence[Turn], context: ExtractionContext) -> str:
         """The user message: the numbered transcript and the bounded context, as JSON."""
@@ -280,7 +285,7 @@ class StructuredLLMExtractor:
 # --- the reviewer --------------------------------------------------------------------------------
 
 
-class StructuredLLMReviewer:
+class StructuredLLMReviewer(_HostedStage):
     """:class:`~retold.models.CandidateReviewer` over a hosted model (prompt ``review_v1``).
 
     It sees one candidate, its evidence window and the live records about the same
@@ -288,30 +293,11 @@ class StructuredLLMReviewer:
     """
 
     name = "structured-llm-reviewer"
+    _stage = "review"
+    _feature = "Candidate review for session extraction"
 
     def __init__(self, client: CompletionClient, *, prompt_version: str = REVIEW_PROMPT) -> None:
-        self.client = client
-        self.prompt_version = prompt_version
-        self._prompt = load_prompt(_PACKAGE, prompt_version)
-
-    @property
-    def model(self) -> str:
-        return self.client.identity
-
-    @classmethod
-    def from_config(cls, config: Config, **client_kwargs: Any) -> StructuredLLMReviewer:
-        """The reviewer ``ingestion.review_provider`` / ``review_model`` name."""
-        ing = config.ingestion
-        client = _client_from_config(
-            config,
-            ing.review_provider,
-            ing.review_model,
-            "ingestion.review_provider",
-            "Candidate review for session extraction",
-            ing.review_timeout_ms,
-            **client_kwargs,
-        )
-        return cls(client)
+        super().__init__(client, prompt_version=prompt_version)
 
     def request(self, candidate: CandidateRecord, context: ReviewContext) -> str:
         return json.dumps(
