@@ -18,7 +18,7 @@ from retold.ingest.claim_parser import parse_claim
 from retold.ingest.conservative_judge import ConservativeJudge
 from retold.models import EntityMention, Principal, Scope, SearchRequest, SessionInfo
 from retold.operations import Operations
-from retold.store.maintenance import ERASED_PAYLOAD
+from retold.store.erase import ERASED_PAYLOAD
 from retold.testing import FakeEmbedder
 
 from .factories import build_record

@@ -1,0 +1,46 @@
+"""The ``retold`` command: argument parsing plus one library call per command.
+
+Every command takes ``--store`` (default ``./memory.sqlite``), ``--config`` and
+``--as`` (the operator recorded on audit events). Library errors become one line
+on stderr and a non-zero exit, never a traceback.
+
+The commands live in modules by what they are for (:mod:`.admin`, :mod:`.search`,
+:mod:`.ops`, :mod:`.extract`, :mod:`.demo`); this module builds the group from them and
+keeps ``retold.cli:main``, the console script's entry point.
+"""
+
+from __future__ import annotations
+
+import click
+
+from retold.cli.admin import dump, get, grant, migrate, revoke
+from retold.cli.demo import demo
+from retold.cli.extract import extract, review_due_command
+from retold.cli.ops import check, erase, expire, reembed, retain, snapshot
+from retold.cli.search import search
+
+__all__ = ["cli", "main"]
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="retold")
+def cli() -> None:
+    """retold: durable, scoped, evidence-backed memory for LLM agents, in one SQLite file.
+
+    Example:
+
+        retold grant planner user:u1 --read --write --store memory.sqlite
+    """
+
+
+for _command in (
+    migrate, grant, revoke, dump, search, get,
+    expire, retain, erase, reembed, check, snapshot,
+    demo, extract, review_due_command,
+):  # fmt: skip
+    cli.add_command(_command)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    cli(prog_name="retold")

@@ -1,0 +1,152 @@
+"""Store administration: schema migration, access grants, and reading records back out.
+
+None of these touch vectors or transcripts, so they open the store as a host would (an
+embedding mismatch still refuses), except that migrate accepts unmapped legacy rows:
+listing and resolving them is its job.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+from retold.cli.common import common_options, echo_json, jsonable, parse_scope, run_async
+from retold.runtime import open_runtime
+
+__all__ = ["dump", "get", "grant", "migrate", "revoke"]
+
+EXIT_UNRESOLVED = 2
+
+
+@click.command()
+@common_options
+@click.option("--expire-unmapped", is_flag=True, help="Retire every unmapped legacy row (status expired).")
+@click.option("--allow-unmapped", is_flag=True, help="Acknowledge the unmapped legacy rows and carry on.")
+def migrate(
+    store_path: str, config_path: str | None, actor: str, expire_unmapped: bool, allow_unmapped: bool
+) -> None:
+    """Apply schema migrations and list legacy rows migration 2 could not map.
+
+    Exits with status 2 while unmapped rows remain; --expire-unmapped retires them
+    (one record.status event each) and --allow-unmapped acknowledges them.
+
+    Example:
+
+        retold migrate --store memory.sqlite --expire-unmapped --as ops
+    """
+    if expire_unmapped and allow_unmapped:
+        raise click.UsageError("choose one of --expire-unmapped and --allow-unmapped")
+
+    async def go() -> tuple[int, list[dict[str, Any]], int]:
+        async with open_runtime(store_path, config_path, allow_migration_issues=True) as rt:
+            resolved = 0
+            if expire_unmapped:
+                resolved = await rt.store.resolve_migration_issues("expired", actor)
+            elif allow_unmapped:
+                resolved = await rt.store.resolve_migration_issues("acknowledged", actor)
+            return await rt.store.schema_version(), await rt.store.migration_issues(), resolved
+
+    version, issues, resolved = run_async(go())
+    click.echo(f"{store_path}: schema version {version}")
+    if resolved:
+        verb = "expired" if expire_unmapped else "acknowledged"
+        click.echo(f"{verb} {resolved} unmapped legacy record(s)")
+    if issues:
+        click.echo(f"{len(issues)} legacy record(s) could not be mapped to a structured subject:")
+        for issue in issues:
+            click.echo(
+                f"  {issue['record_id']}  {issue['status']} {issue['type']} "
+                f"{issue['scope_kind']}:{issue['scope_id']}  subject={issue['subject']!r}  {issue['issue']}"
+            )
+        click.echo("Retire them with --expire-unmapped or acknowledge them with --allow-unmapped.", err=True)
+        sys.exit(EXIT_UNRESOLVED)
+
+
+@click.command()
+@click.argument("agent_id")
+@click.argument("scope")
+@click.option("--read/--no-read", default=True, show_default=True, help="Allow retrieval from the scope.")
+@click.option("--write/--no-write", default=False, show_default=True, help="Allow writes to the scope.")
+@common_options
+def grant(
+    agent_id: str, scope: str, read: bool, write: bool, store_path: str, config_path: str | None, actor: str
+) -> None:
+    """Create or update AGENT_ID's grant on a shared SCOPE (kind:id).
+
+    Example:
+
+        retold grant planner user:u1 --read --write
+    """
+    target = parse_scope(scope)
+
+    async def go() -> Any:
+        async with open_runtime(store_path, config_path) as rt:
+            return await rt.host.grant(agent_id, target, read=read, write=write, actor=actor)
+
+    result = run_async(go())
+    access = "+".join(a for a, on in (("read", result.can_read), ("write", result.can_write)) if on)
+    click.echo(f"granted {agent_id} {access} on {target}")
+
+
+@click.command()
+@click.argument("agent_id")
+@click.argument("scope")
+@common_options
+def revoke(agent_id: str, scope: str, store_path: str, config_path: str | None, actor: str) -> None:
+    """Remove AGENT_ID's grant on SCOPE (kind:id); exits 1 when there was none.
+
+    Example:
+
+        retold revoke planner user:u1
+    """
+    target = parse_scope(scope)
+
+    async def go() -> bool:
+        async with open_runtime(store_path, config_path) as rt:
+            return await rt.host.revoke(agent_id, target, actor=actor)
+
+    if not run_async(go()):
+        raise click.ClickException(f"{agent_id} has no grant on {target}; nothing to revoke")
+    click.echo(f"revoked {agent_id} on {target}")
+
+
+@click.command()
+@click.option("--scope", "scope", required=True, help="The scope to print, as kind:id (user:u1).")
+@click.option("--all-statuses", is_flag=True, help="Include superseded, expired and deleted records.")
+@common_options
+def dump(scope: str, all_statuses: bool, store_path: str, config_path: str | None, actor: str) -> None:
+    """Print the active records of one scope, one JSON object per line.
+
+    Example:
+
+        retold dump --scope user:u1
+    """
+    target = parse_scope(scope)
+
+    async def go() -> list[Any]:
+        async with open_runtime(store_path, config_path) as rt:
+            return await rt.ops.dump_scope(target, all_statuses=all_statuses)
+
+    for record in run_async(go()):
+        click.echo(json.dumps(jsonable(record), ensure_ascii=False))
+
+
+@click.command()
+@click.argument("record_id")
+@common_options
+def get(record_id: str, store_path: str, config_path: str | None, actor: str) -> None:
+    """Print one record with its lineage, conflicts, entity links and audit events.
+
+    Example:
+
+        retold get 0190c3a4-5b6e-7c8d-9e0f-123456789abc
+    """
+
+    async def go() -> dict[str, Any]:
+        async with open_runtime(store_path, config_path) as rt:
+            return await rt.ops.record_report(record_id)
+
+    echo_json(run_async(go()))

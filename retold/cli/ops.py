@@ -1,0 +1,268 @@
+"""Maintenance commands of spec §16: expire, retain, erase, reembed, check, snapshot.
+
+They run against stores whose vectors may be from another embedding (that is what
+reembed and check exist to fix), so each opens the store with the mismatch allowed.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from retold.cli.common import common_options, run_async
+from retold.runtime import open_runtime
+
+__all__ = ["check", "erase", "expire", "reembed", "retain", "snapshot"]
+
+EXIT_FINDINGS = 3
+
+
+@click.command()
+@common_options
+def expire(store_path: str, config_path: str | None, actor: str) -> None:
+    """Mark every active record past its expiry as expired, one record.status event each.
+
+    Provisional records and session summaries alike. Running it again changes nothing.
+
+    Example:
+
+        retold expire --store memory.sqlite --as cron
+    """
+
+    async def go() -> list[str]:
+        async with open_runtime(store_path, config_path, allow_embedding_mismatch=True) as rt:
+            return await rt.ops.expire(actor=actor)
+
+    expired = run_async(go())
+    click.echo(f"expired {len(expired)} record(s)")
+    for record_id in expired:
+        click.echo(f"  {record_id}")
+
+
+@click.command()
+@common_options
+def retain(store_path: str, config_path: str | None, actor: str) -> None:
+    """Blank the transcripts of extracted sessions that ended over sessions.retain_days ago.
+
+    Turn rows stay (so source references still resolve); a session never extracted is
+    never blanked. One session.retained event per session.
+
+    Example:
+
+        retold retain --store memory.sqlite --config retold.yaml
+    """
+
+    async def go() -> Any:
+        async with open_runtime(store_path, config_path, allow_embedding_mismatch=True) as rt:
+            return await rt.ops.retain(actor=actor)
+
+    report = run_async(go())
+    click.echo(f"blanked {report.turns} turn(s) in {len(report.sessions)} session(s)")
+    for session_id in report.sessions:
+        click.echo(f"  {session_id}")
+
+
+@click.command()
+@click.option("--record", "record_id", default=None, help="Erase one record's content.")
+@click.option("--session", "session_id", default=None, help="Erase one session's transcript.")
+@click.option("--user", "user_id", default=None, help="Erase everything a user's text reached.")
+@click.option("--reason", required=True, help="Why; recorded on the erasure event.")
+@click.option("--yes", is_flag=True, help="Really erase. Without it, print what would be erased.")
+@common_options
+def erase(
+    record_id: str | None,
+    session_id: str | None,
+    user_id: str | None,
+    reason: str,
+    yes: bool,
+    store_path: str,
+    config_path: str | None,
+    actor: str,
+) -> None:
+    """Irreversibly erase durable content: one record, one session, or one user.
+
+    Ids, kinds and timestamps remain; the text goes from every table, the search logs
+    and the event payloads, and the file is compacted so no freed page keeps it. Without
+    --yes nothing changes: the command prints what it would erase.
+
+    Example:
+
+        retold erase --user u1 --reason "deletion request 1432" --as dpo --yes
+    """
+    targets = [t for t in (record_id, session_id, user_id) if t is not None]
+    if len(targets) != 1:
+        raise click.UsageError("give exactly one of --record, --session and --user")
+
+    async def go() -> Any:
+        async with open_runtime(store_path, config_path, allow_embedding_mismatch=True) as rt:
+            return await rt.ops.erase(
+                record=record_id,
+                session=session_id,
+                user=user_id,
+                reason=reason,
+                actor=actor,
+                dry_run=not yes,
+            )
+
+    report = run_async(go())
+    click.echo(report.summary())
+    if not report.applied:
+        for kind, ids in (
+            ("record", report.records),
+            ("evidence of record", report.evidence_cleared),
+            ("session", report.sessions),
+            ("entity", report.entities),
+        ):
+            for item in ids:
+                click.echo(f"  {kind} {item}")
+        click.echo("Nothing was changed. Rerun with --yes to erase.", err=True)
+    elif report.compacted is False:
+        raise click.ClickException(
+            "the content is erased, but another connection kept the WAL file from being emptied, so old "
+            "pages may remain in it; stop the other hosts and run the same command again"
+        )
+
+
+@click.command()
+@click.option("--model", required=True, help="The embedding model (must match embedding.model in --config).")
+@click.option("--version", "model_version", required=True, help="The embedding version (embedding.version).")
+@click.option(
+    "--batch-size", default=None, type=click.IntRange(min=1), help="Default: embedding.reembed_batch_size."
+)
+@common_options
+def reembed(
+    model: str,
+    model_version: str,
+    batch_size: int | None,
+    store_path: str,
+    config_path: str | None,
+    actor: str,
+) -> None:
+    """Re-embed every record that has text and swap all vectors at once (one store.reembedded event).
+
+    Refuses when the latest logged search ran under another embedding with the dense
+    floors the configuration still carries: recalibrate the floors for the new model first.
+
+    Example:
+
+        retold reembed --model BAAI/bge-m3 --version 1 --config bge-m3.yaml
+    """
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    # The bar starts with the first batch, so a refusal prints one error line and nothing else.
+    columns = (TextColumn("re-embedding"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    bar = Progress(*columns, console=Console(stderr=True))
+    task: Any = None
+
+    def progress(done: int, total: int) -> None:
+        nonlocal task
+        if task is None:
+            bar.start()
+            task = bar.add_task("reembed", total=total)
+        bar.update(task, completed=done, total=total)
+
+    async def go() -> Any:
+        async with open_runtime(store_path, config_path, allow_embedding_mismatch=True) as rt:
+            return await rt.ops.reembed(
+                model, model_version, actor=actor, batch_size=batch_size, progress=progress
+            )
+
+    try:
+        report = run_async(go())
+    finally:
+        if task is not None:
+            bar.stop()
+    click.echo(
+        f"re-embedded {report.records} record(s) with {report.model} version {report.version} "
+        f"({report.dims} dims) in {report.batches} batch(es)"
+    )
+
+
+@click.command()
+@click.option("--repair", is_flag=True, help="Rebuild what is derivable: FTS rows, vectors, the version.")
+@common_options
+def check(repair: bool, store_path: str, config_path: str | None, actor: str) -> None:
+    """Check the store's integrity beyond SQLite's own; exit 0 when clean, 3 with findings.
+
+    Every active record has one FTS row and one vector of the configured model; no
+    orphan links; conflicts recorded both ways; records_version consistent with the rows;
+    supersession chains acyclic. --repair rebuilds FTS rows and vectors, reports what it
+    changed, and checks again.
+
+    Example:
+
+        retold check --store memory.sqlite --repair
+    """
+
+    async def go() -> Any:
+        async with open_runtime(store_path, config_path, allow_embedding_mismatch=True) as rt:
+            return await rt.ops.check(repair=repair, actor=actor)
+
+    report = run_async(go())
+    for line in report.repaired:
+        click.echo(f"repaired: {line}")
+    for finding in report.findings:
+        click.echo(str(finding))
+    if not report.clean:
+        click.echo(f"{len(report.findings)} finding(s) in {store_path}", err=True)
+        sys.exit(EXIT_FINDINGS)
+    click.echo(f"{store_path}: clean")
+
+
+@click.group()
+def snapshot() -> None:
+    """Save a consistent copy of the store, or replace the store with one.
+
+    Example:
+
+        retold snapshot save fixtures/before.sqlite --store memory.sqlite
+    """
+
+
+@snapshot.command("save")
+@click.argument("path", type=click.Path(dir_okay=False))
+@common_options
+def snapshot_save(path: str, store_path: str, config_path: str | None, actor: str) -> None:
+    """Copy the whole store (every table) to a new file PATH through SQLite's online backup API.
+
+    Safe while hosts are writing; refuses to overwrite an existing file.
+
+    Example:
+
+        retold snapshot save fixtures/before.sqlite --store memory.sqlite
+    """
+
+    async def go() -> Any:
+        async with open_runtime(store_path, config_path, allow_embedding_mismatch=True) as rt:
+            return await rt.ops.save_snapshot(path)
+
+    info = run_async(go())
+    click.echo(f"saved {info.path}: schema version {info.schema_version}, {info.records} record(s)")
+
+
+@snapshot.command("load")
+@click.argument("path", type=click.Path(dir_okay=False))
+@click.option("--yes", is_flag=True, help="Really replace the store. Without it, only validate PATH.")
+@common_options
+def snapshot_load(path: str, yes: bool, store_path: str, config_path: str | None, actor: str) -> None:
+    """Replace the store's contents with the snapshot at PATH; needs --yes and a stopped host.
+
+    The snapshot's schema version is validated first; the load refuses while any other
+    connection holds the store.
+
+    Example:
+
+        retold snapshot load fixtures/before.sqlite --store memory.sqlite --yes
+    """
+    from retold.operations import load_snapshot
+
+    info = run_async(load_snapshot(store_path, path, dry_run=not yes))
+    described = f"{info.path} (schema version {info.schema_version}, {info.records} record(s))"
+    if not yes:
+        click.echo(f"would replace {store_path} with {described}")
+        click.echo("Nothing was changed. Stop every host using the store and rerun with --yes.", err=True)
+        return
+    click.echo(f"loaded {described} into {store_path}")
