@@ -10,10 +10,7 @@ from the run: ``context=RetoldContext(...)`` and the ``thread_id`` as the sessio
 
 from __future__ import annotations
 
-import asyncio
 import os
-import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +18,6 @@ os.environ.setdefault("LANGSMITH_TRACING", "false")
 
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import ToolNode
@@ -29,6 +25,7 @@ from langgraph.prebuilt import ToolNode
 import retold
 from retold import Scope
 from retold.adapters.common import memory_tools
+from retold.adapters.offline import ScriptedChatModel, run_example
 from retold.graph_nodes.nodes import (
     RetoldContext,
     RetoldMessagesState,
@@ -38,22 +35,6 @@ from retold.graph_nodes.nodes import (
 )
 from retold.policy.prompt import policy_text
 from retold.testing import FakeEmbedder, FakeJudge
-
-
-class ScriptedModel(BaseChatModel):
-    """Replies in order; ``bind_tools`` is accepted and ignored (the replies name the tools)."""
-
-    replies: list[AIMessage]
-
-    @property
-    def _llm_type(self) -> str:
-        return "scripted"
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedModel:
-        return self
-
-    def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any) -> ChatResult:
-        return ChatResult(generations=[ChatGeneration(message=self.replies.pop(0))])
 
 
 def build(rt: retold.Runtime, model: BaseChatModel) -> Any:
@@ -89,7 +70,7 @@ async def main(path: Path) -> None:
         args = {"type": "semantic", "content": "Prefers concise answers without preamble.",
                 "attribute": "answer_style", "source_kind": "user_statement",
                 "evidence": "I prefer concise answers without preamble"}  # fmt: skip
-        model = ScriptedModel(
+        model = ScriptedChatModel(
             replies=[
                 AIMessage("", tool_calls=[{"name": "memory_write", "args": args, "id": "w1"}]),
                 AIMessage("Noted."),
@@ -115,8 +96,4 @@ async def main(path: Path) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1:
-        asyncio.run(main(Path(sys.argv[1])))
-    else:
-        with tempfile.TemporaryDirectory() as tmp:
-            asyncio.run(main(Path(tmp) / "memory.sqlite"))
+    run_example(main)

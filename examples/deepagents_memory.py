@@ -6,49 +6,29 @@ Two sessions of one planning agent in hybrid mode: the user states a preference 
 agent saves it with the user's words as evidence; in the next session the host's search
 appends the preference as "recalled memory" before the model answers, then the user
 changes their mind and the new preference supersedes the old one. For a real model, pass
-``init_chat_model("anthropic:...")`` instead of ``ScriptedModel`` and drop the fake
+``init_chat_model("anthropic:...")`` instead of ``ScriptedChatModel`` and drop the fake
 embedder and judge.
 """
 
 from __future__ import annotations
 
-import asyncio
 import os
-import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("LANGSMITH_TRACING", "false")
 
-from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
 from langgraph.checkpoint.memory import InMemorySaver
 
 import retold
 from retold import Scope
 from retold.adapters.deepagents import create_memory_agent, end_session
+from retold.adapters.offline import ScriptedChatModel, run_example
 from retold.middleware import RetoldContext
 from retold.testing import FakeEmbedder, FakeJudge
 
 OLD, NEW = "Prefers concise answers without preamble.", "Prefers detailed answers with examples."
-
-
-class ScriptedModel(BaseChatModel):
-    """Replies in order; ``bind_tools`` is accepted and ignored (the replies name the tools)."""
-
-    replies: list[AIMessage]
-
-    @property
-    def _llm_type(self) -> str:
-        return "scripted"
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedModel:
-        return self
-
-    def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any) -> ChatResult:
-        return ChatResult(generations=[ChatGeneration(message=self.replies.pop(0))])
 
 
 def write(content: str, quote: str) -> AIMessage:
@@ -62,7 +42,7 @@ async def main(path: Path) -> None:
     async with retold.open_runtime(path, embedder=FakeEmbedder(), judge=judge) as rt:
         await rt.host.provision_user("u1", aliases=["Aditya"])
         await rt.host.grant("planner", Scope("user", "u1"), read=True, write=True)
-        model = ScriptedModel(
+        model = ScriptedChatModel(
             replies=[
                 write(OLD, "I prefer concise answers without preamble"),
                 AIMessage("Noted: concise, no preamble."),
@@ -93,8 +73,4 @@ async def main(path: Path) -> None:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) > 1:
-        asyncio.run(main(Path(sys.argv[1])))
-    else:
-        with tempfile.TemporaryDirectory() as tmp:
-            asyncio.run(main(Path(tmp) / "memory.sqlite"))
+    run_example(main)

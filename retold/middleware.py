@@ -20,8 +20,16 @@ What it does, per spec §12–§14.1:
   caller's grants before every model call, and the §13 policy appended to the system prompt,
   byte-identical on every turn.
 
-Every hook has a sync and an async side. The async side is the real one; the sync side (for
-``invoke()`` from a worker thread) runs the same coroutine on the runtime's event loop.
+Every hook has a sync and an async side, and both run retold's work on the event loop that owns
+the runtime (its aiosqlite connection is bound to that loop), through
+:class:`~retold.adapters.portal.LoopBridge`. The owner is ``loop=``, else the loop of the
+:class:`~retold.adapters.portal.RuntimePortal` that opened the runtime, else the loop running
+when the middleware is built (or, built in sync code, its first async hook). An async hook on
+the owning loop awaits directly; one on another loop (``langgraph dev`` runs invocations on
+alternating event-loop threads) hands the call over and awaits the result. A sync hook
+(``invoke()`` from a thread) hands it over and waits; on the owning loop itself it is refused,
+since it would block the loop it waits for. Only retold's calls move: the identity is read, and
+the model and other tools run, where the framework runs the hook.
 Use a checkpointer for multi-turn threads: the recorded-message keys live in the graph state.
 """
 
@@ -32,7 +40,6 @@ from typing import TYPE_CHECKING, Annotated, Any, NotRequired
 
 from retold.adapters.common import (
     RECORDED_KEY,
-    LoopBridge,
     MemoryTool,
     RetoldContext,
     end_session,
@@ -46,6 +53,7 @@ from retold.adapters.common import (
     tool_names,
     with_policy,
 )
+from retold.adapters.portal import LoopBridge
 from retold.errors import MissingExtraError
 from retold.policy.prompt import policy_text
 
@@ -85,8 +93,8 @@ class RetoldMiddleware(AgentMiddleware[RetoldState, Any, Any]):
     ``mode`` is ``"tool_only"``, ``"auto"`` or ``"hybrid"`` (``None``: the configured
     ``retrieval.trigger.mode``). ``register_tools=False`` leaves the tools to the host (see
     :attr:`memory_tools`), e.g. to pass them to Deep Agents so subagents inherit them.
-    ``loop`` is the event loop the runtime runs on, for sync ``invoke()`` from other threads;
-    by default the loop running when the middleware is built (or first used asynchronously).
+    ``loop`` is the event loop that owns the runtime (see the module docstring for how it is
+    found when omitted).
     """
 
     state_schema = RetoldState
@@ -103,8 +111,13 @@ class RetoldMiddleware(AgentMiddleware[RetoldState, Any, Any]):
         self.runtime = runtime
         self.mode = resolve_mode(runtime, mode)
         self.policy = policy_text(self.mode)
-        self._bridge = LoopBridge(loop)
-        self._bridge.adopt_running_loop()
+        self._bridge = LoopBridge(
+            runtime,
+            loop,
+            who="RetoldMiddleware",
+            sync_use="agent.invoke(...) from a thread",
+            async_use="await agent.ainvoke(...) / agent.astream(...)",
+        )
         self.memory_tools: list[MemoryTool] = memory_tools(runtime, self.mode, bridge=self._bridge)
         """The LangChain tools for this mode; registered by the middleware unless told otherwise."""
         self.tools = list(self.memory_tools) if register_tools else []
@@ -120,6 +133,17 @@ class RetoldMiddleware(AgentMiddleware[RetoldState, Any, Any]):
     def _principal(runtime: GraphRuntime[Any], *, require_session: bool = True) -> Principal:
         return run_principal(runtime.context, get_config(), require_session=require_session)
 
+    def _recording(
+        self,
+        step: Callable[[Principal, list[BaseMessage], list[str]], Awaitable[dict[str, Any] | None]],
+        state: RetoldState,
+        runtime: GraphRuntime[Any],
+    ) -> Callable[[], Awaitable[dict[str, Any] | None]]:
+        """``step`` ready for the owning loop, its inputs read here, where the run's config is visible."""
+        principal = self._principal(runtime)
+        messages, recorded = list(state["messages"]), list(state.get(RECORDED_KEY) or [])
+        return lambda: step(principal, messages, recorded)
+
     # --- before_agent: open the session -----------------------------------------------------
 
     async def _open(self, principal: Principal) -> None:
@@ -131,8 +155,8 @@ class RetoldMiddleware(AgentMiddleware[RetoldState, Any, Any]):
         return None
 
     async def abefore_agent(self, state: RetoldState, runtime: GraphRuntime[Any]) -> dict[str, Any] | None:
-        self._bridge.adopt_running_loop()
-        await self._open(self._principal(runtime))
+        principal = self._principal(runtime)
+        await self._bridge.acall(lambda: self._open(principal))
         return None
 
     # --- before_model: record new turns, then the host-issued recall --------------------------
@@ -151,14 +175,10 @@ class RetoldMiddleware(AgentMiddleware[RetoldState, Any, Any]):
         return update or None
 
     def before_model(self, state: RetoldState, runtime: GraphRuntime[Any]) -> dict[str, Any] | None:
-        principal = self._principal(runtime)
-        messages, recorded = list(state["messages"]), list(state.get(RECORDED_KEY) or [])
-        return self._bridge.call(lambda: self._before_model(principal, messages, recorded))
+        return self._bridge.call(self._recording(self._before_model, state, runtime))
 
     async def abefore_model(self, state: RetoldState, runtime: GraphRuntime[Any]) -> dict[str, Any] | None:
-        self._bridge.adopt_running_loop()
-        messages, recorded = list(state["messages"]), list(state.get(RECORDED_KEY) or [])
-        return await self._before_model(self._principal(runtime), messages, recorded)
+        return await self._bridge.acall(self._recording(self._before_model, state, runtime))
 
     # --- after_agent: record the final reply ------------------------------------------------
 
@@ -169,13 +189,10 @@ class RetoldMiddleware(AgentMiddleware[RetoldState, Any, Any]):
         return {RECORDED_KEY: new_keys} if new_keys else None
 
     def after_agent(self, state: RetoldState, runtime: GraphRuntime[Any]) -> dict[str, Any] | None:
-        principal = self._principal(runtime)
-        messages, recorded = list(state["messages"]), list(state.get(RECORDED_KEY) or [])
-        return self._bridge.call(lambda: self._after_agent(principal, messages, recorded))
+        return self._bridge.call(self._recording(self._after_agent, state, runtime))
 
     async def aafter_agent(self, state: RetoldState, runtime: GraphRuntime[Any]) -> dict[str, Any] | None:
-        messages, recorded = list(state["messages"]), list(state.get(RECORDED_KEY) or [])
-        return await self._after_agent(self._principal(runtime), messages, recorded)
+        return await self._bridge.acall(self._recording(self._after_agent, state, runtime))
 
     # --- wrap_model_call: policy text and the caller's tool schemas -------------------------
 
@@ -195,14 +212,16 @@ class RetoldMiddleware(AgentMiddleware[RetoldState, Any, Any]):
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
     ) -> ModelResponse:
         principal = self._principal(request.runtime, require_session=False)
-        principal_schemas = await self.runtime.tools.atool_schemas(principal, names=self._names)
-        return await handler(self._request(request, principal_schemas))
+        principal_schemas = await self._bridge.acall(
+            lambda: self.runtime.tools.atool_schemas(principal, names=self._names)
+        )
+        return await handler(self._request(request, principal_schemas))  # the model runs here, not there
 
     # --- session end ------------------------------------------------------------------------
 
     async def end_session(self, config: RunnableConfig, *, context: Any = None) -> bool:
         """End the thread's session (scheduling extraction); False when already ended."""
-        return await end_session(self.runtime, config, context=context)
+        return await self._bridge.acall(lambda: end_session(self.runtime, config, context=context))
 
     def end_session_sync(self, config: RunnableConfig, *, context: Any = None) -> bool:
         """:meth:`end_session` for sync hosts, run on the runtime's event loop."""

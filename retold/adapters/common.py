@@ -9,28 +9,28 @@
 * Host-issued recall (spec §14.1): one search per new user turn, appended as a synthetic
   ``memory_search`` tool-call + tool-result pair marked with :data:`RECALL_MARK` so it is
   never recorded as a turn and never edits an earlier message.
-* The memory tools as LangChain tools whose identity is read from the run at call time.
+* The memory tools as LangChain tools whose identity is read from the run at call time, and
+  whose calls run on the loop that owns the runtime (:class:`~retold.adapters.portal.LoopBridge`).
 
 Only langchain-core and langgraph are imported here (both core dependencies of retold).
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import hashlib
 import json
 import logging
 import uuid
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import BaseTool
 from pydantic import Field
 
+from retold.adapters.portal import LoopBridge
 from retold.errors import InvalidArgumentError
 from retold.models import Principal
 from retold.policy.prompt import MODES
@@ -77,8 +77,6 @@ RECALL_MARK = "retold_recall"
 RECALL_HEADER = "recalled memory"
 AUTO_TOOL_NAMES = tuple(n for n in schemas.TOOL_NAMES if n != "memory_search")
 _SUMMARY_SOURCE = "summarization"  # langchain's SummarizationMiddleware marks its summary message so
-
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -347,44 +345,6 @@ def with_policy(system_message: SystemMessage | None, policy: str) -> SystemMess
     return system_message.model_copy(update={"content": [*content, {"type": "text", "text": policy}]})
 
 
-# --- sync bridge --------------------------------------------------------------------------
-
-
-class LoopBridge:
-    """Runs retold's async calls for a framework's sync side on the runtime's own event loop.
-
-    The runtime's SQLite connection and locks belong to the loop it was opened on, so a sync
-    ``invoke()`` from another thread hands each call to that loop instead of starting one.
-    """
-
-    def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
-        self.loop = loop
-
-    def adopt_running_loop(self) -> None:
-        """Remember the loop of an async caller when none was given."""
-        if self.loop is None:
-            with contextlib.suppress(RuntimeError):
-                self.loop = asyncio.get_running_loop()
-
-    def call(self, factory: Callable[[], Awaitable[T]]) -> T:
-        loop = self.loop
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if loop is not None and running is loop:
-            raise RuntimeError(
-                "a synchronous retold hook was called on the event loop that owns the runtime, where it "
-                "would block; use the async API (await agent.ainvoke(...) / agent.astream(...))"
-            )
-        if loop is None or loop.is_closed() or not loop.is_running():
-            raise RuntimeError(
-                "synchronous invoke() needs the retold runtime's event loop running in another thread; "
-                "build the middleware inside that loop (or pass loop=) or use await agent.ainvoke(...)"
-            )
-        return asyncio.run_coroutine_threadsafe(factory(), loop).result()  # type: ignore[arg-type]
-
-
 # --- tools --------------------------------------------------------------------------------
 
 
@@ -406,13 +366,16 @@ class MemoryTool(BaseTool):
     memory_runtime: Any = Field(exclude=True)
     bridge: Any = Field(default=None, exclude=True)
 
+    def _bridge(self) -> LoopBridge:
+        return self.bridge or LoopBridge(self.memory_runtime)
+
     def _run(self, config: RunnableConfig, **kwargs: Any) -> str:
         context = current_context()
-        bridge = self.bridge or LoopBridge()
-        return bridge.call(lambda: self._call(context, config, kwargs))
+        return self._bridge().call(lambda: self._call(context, config, kwargs))
 
     async def _arun(self, config: RunnableConfig, **kwargs: Any) -> str:
-        return await self._call(current_context(), config, kwargs)
+        context = current_context()  # read here: the run's context does not travel to the owning loop
+        return await self._bridge().acall(lambda: self._call(context, config, kwargs))
 
     async def _call(self, context: Any, config: RunnableConfig, payload: dict[str, Any]) -> str:
         rt: Runtime = self.memory_runtime
@@ -442,9 +405,7 @@ def memory_tools(
     rt: Runtime, mode: str = "tool_only", *, bridge: LoopBridge | None = None
 ) -> list[MemoryTool]:
     """The memory tools for a trigger mode, identity-free until called inside a run."""
-    if bridge is None:
-        bridge = LoopBridge()
-        bridge.adopt_running_loop()
+    bridge = bridge or LoopBridge(rt)
     generic = _generic_schemas(rt)
     return [
         MemoryTool(

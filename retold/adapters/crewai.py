@@ -15,12 +15,14 @@ the agent's role ("Trip Planner" → ``trip-planner``).
 **Event loops.** retold is async and its store belongs to the event loop that opened it, while
 CrewAI calls tools, the LLM and ``step_callback`` synchronously from worker threads under both
 ``kickoff()`` and ``akickoff()``. Every call the adapter makes is handed to that one owning loop
-(``run_coroutine_threadsafe``) and runs there in submission order; nothing starts a loop per
-call. The owning loop is, in order: ``loop=``; the loop of a :class:`RuntimePortal` that opened
-the runtime (the sync host: a dedicated, long-lived event-loop thread); the loop running where
-the adapter is built (the async host: ``async with open_runtime(...)`` then ``await
-crew.akickoff()``). A sync ``crew.kickoff()`` must not run on the owning loop's own thread (it
-would block the loop the tools wait for): async hosts use ``akickoff()``.
+through :class:`~retold.adapters.portal.LoopBridge` and runs there in submission order; nothing
+starts a loop per call. The owning loop is, in order: ``loop=``; the loop of a
+:class:`~retold.adapters.portal.RuntimePortal` that opened the runtime (the sync host: a
+dedicated, long-lived event-loop thread); the loop running where the adapter is built (the async
+host: ``async with open_runtime(...)`` then ``await crew.akickoff()``). A sync ``crew.kickoff()``
+must not run on the owning loop's own thread (it would block the loop the tools wait for): async
+hosts use ``akickoff()``. ``RuntimePortal`` lives in :mod:`retold.adapters.portal` and is
+re-exported here.
 
 **Turn capture** (spec §12, §14): the task description is the user turn, recorded by the
 :meth:`CrewAIMemory.wrap_llm` proxy on the first model call of each task; results of other
@@ -43,10 +45,9 @@ import json
 import logging
 import re
 import threading
-import weakref
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
-from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 try:
@@ -63,6 +64,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from retold.adapters.common import RECALL_HEADER, resolve_mode, tool_names, tool_text
+from retold.adapters.portal import LoopBridge, RuntimePortal
 from retold.errors import InvalidArgumentError
 from retold.models import Principal, SearchRequest
 from retold.policy.prompt import policy_text
@@ -89,8 +91,6 @@ SESSION_KEYS = ("session_id", "thread_id")
 """Crew input keys read as the session id, first present wins."""
 _SLUG = re.compile(r"[^a-z0-9._-]+")
 _FLUSH_TIMEOUT_S = 10.0
-# Which loop owns a runtime opened by a RuntimePortal; the adapter looks it up there.
-_RUNTIME_LOOPS: weakref.WeakKeyDictionary[Any, asyncio.AbstractEventLoop] = weakref.WeakKeyDictionary()
 
 
 # --- identity -----------------------------------------------------------------------------
@@ -121,86 +121,6 @@ def principal_from_inputs(inputs: Mapping[str, Any], agent_role: str) -> Princip
             "'session_id' (or 'thread_id'), and optionally 'project_id'"
         )
     return Principal(agent_id_from_role(agent_role), user_id, session_id, _text(inputs.get("project_id")))
-
-
-# --- the owning event loop ----------------------------------------------------------------
-
-
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
-
-
-async def _await(awaitable: Awaitable[T]) -> T:
-    return await awaitable
-
-
-class RuntimePortal:
-    """A long-lived event-loop thread that opens and owns a runtime, for hosts that call ``kickoff()``.
-
-        with RuntimePortal.open("memory.sqlite") as portal:
-            portal.run(portal.runtime.host.grant("planner", Scope("user", "u1"), read=True, write=True))
-            memory = CrewAIMemory(portal.runtime, inputs, "Planner")
-
-    The runtime lives on this thread's loop for its whole life; :meth:`run` and every
-    :class:`CrewAIMemory` built on ``portal.runtime`` hand their calls to it.
-    """
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.runtime: Runtime | None = None
-        self._thread = threading.Thread(target=self._serve, name="retold-portal", daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.loop.run_forever()
-
-    @classmethod
-    def open(cls, *args: Any, **kwargs: Any) -> RuntimePortal:
-        """Start the thread and ``retold.open_runtime(*args, **kwargs)`` on it."""
-        from retold.runtime import open_runtime
-
-        portal = cls()
-        try:
-            portal.runtime = portal.run(open_runtime(*args, **kwargs))
-        except BaseException:
-            portal._stop()
-            raise
-        _RUNTIME_LOOPS[portal.runtime] = portal.loop
-        return portal
-
-    def run(self, awaitable: Awaitable[T]) -> T:
-        """Await ``awaitable`` on the portal's loop and return its result (blocking)."""
-        if _running_loop() is self.loop:
-            raise RuntimeError("RuntimePortal.run was called on the portal's own loop; await it instead")
-        return asyncio.run_coroutine_threadsafe(_await(awaitable), self.loop).result()
-
-    def close(self) -> None:
-        """Close the runtime (waiting for scheduled extractions), then stop the thread."""
-        if self.loop.is_closed():
-            return
-        try:
-            if self.runtime is not None and not self.runtime.closed:
-                self.run(self.runtime.close())
-        finally:
-            self._stop()
-
-    def _stop(self) -> None:
-        if not self.loop.is_closed():
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self._thread.join()
-            self.loop.close()
-
-    def __enter__(self) -> RuntimePortal:
-        return self
-
-    def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
 
 
 # --- tools --------------------------------------------------------------------------------
@@ -259,64 +179,37 @@ class MemoryLLM(BaseLLM):
     inner: Any = Field(exclude=True)
     retold_memory: Any = Field(exclude=True)
 
-    def call(
-        self,
-        messages: Any,
-        tools: list[dict[str, Any]] | None = None,
-        callbacks: list[Any] | None = None,
-        available_functions: dict[str, Any] | None = None,
-        from_task: Any = None,
-        from_agent: Any = None,
-        response_model: type[BaseModel] | None = None,
-    ) -> Any:
+    def call(self, messages: Any, **options: Any) -> Any:
+        """Record the task and add recall on its first call, then call the inner model.
+
+        CrewAI passes everything but ``messages`` by keyword (``tools``, ``from_task``, ...);
+        they go to the inner model unchanged.
+        """
         memory: CrewAIMemory = self.retold_memory
-        task_text = memory._first_call(messages, from_task)
+        task_text = memory._first_call(messages, options.get("from_task"))
         if task_text is not None:
             messages = memory._apply_recall(messages, memory._call(lambda: memory._open_task(task_text)))
-        try:
-            with call_stop_override(self.inner, list(self.stop_sequences)):
-                reply = self.inner.call(
-                    messages,
-                    tools=tools,
-                    callbacks=callbacks,
-                    available_functions=available_functions,
-                    from_task=from_task,
-                    from_agent=from_agent,
-                    response_model=response_model,
-                )
-        except BaseException:
-            memory._failed_first(task_text)
-            raise
-        return reply
+        with self._forwarding(task_text):
+            return self.inner.call(messages, **options)
 
-    async def acall(
-        self,
-        messages: Any,
-        tools: list[dict[str, Any]] | None = None,
-        callbacks: list[Any] | None = None,
-        available_functions: dict[str, Any] | None = None,
-        from_task: Any = None,
-        from_agent: Any = None,
-        response_model: type[BaseModel] | None = None,
-    ) -> Any:
+    async def acall(self, messages: Any, **options: Any) -> Any:
+        """:meth:`call` for ``akickoff()``."""
         memory: CrewAIMemory = self.retold_memory
-        task_text = memory._first_call(messages, from_task)
+        task_text = memory._first_call(messages, options.get("from_task"))
         if task_text is not None:
             block = await memory._acall(lambda: memory._open_task(task_text))
             messages = memory._apply_recall(messages, block)
+        with self._forwarding(task_text):
+            return await self.inner.acall(messages, **options)
+
+    @contextmanager
+    def _forwarding(self, task_text: str | None) -> Iterator[None]:
+        """The inner call under the proxy's stop words; a failed first call is not a new task."""
         try:
             with call_stop_override(self.inner, list(self.stop_sequences)):
-                return await self.inner.acall(
-                    messages,
-                    tools=tools,
-                    callbacks=callbacks,
-                    available_functions=available_functions,
-                    from_task=from_task,
-                    from_agent=from_agent,
-                    response_model=response_model,
-                )
+                yield
         except BaseException:
-            memory._failed_first(task_text)
+            self.retold_memory._failed_first(task_text)
             raise
 
     def supports_function_calling(self) -> bool:
@@ -375,14 +268,10 @@ class CrewAIMemory:
         self.agent_role = agent_role
         self.mode = resolve_mode(runtime, mode)
         self._principal = principal_from_inputs(inputs, agent_role)
-        owner = loop or _RUNTIME_LOOPS.get(runtime) or _running_loop()
-        if owner is None:
-            raise InvalidArgumentError(
-                "CrewAIMemory needs the event loop that owns the runtime: open it with "
-                "RuntimePortal.open(...) for a sync host (crew.kickoff()), build the adapter inside "
-                "the async code that opened it (await crew.akickoff()), or pass loop="
-            )
-        self._loop = owner
+        self._bridge = LoopBridge(
+            runtime, loop, who="CrewAIMemory", sync_use="crew.kickoff()", async_use="await crew.akickoff()"
+        )
+        self._loop = self._bridge.require_owner()
         self._lane: asyncio.Condition | None = None  # created on the owning loop; orders every call
         self._issued = self._serving = 0
         self._abandoned: set[int] = set()
@@ -449,14 +338,14 @@ class CrewAIMemory:
                     return
                 run.finished = True
         text = str(step.output)
-        if _running_loop() is self._loop:
+        if self._bridge.on_owner():
             self._post(lambda: self._record("assistant", text))
         else:
             self._call(lambda: self._record("assistant", text))
 
     def end_session(self) -> bool:
         """End the session and schedule extraction; False when it had already ended (idempotent)."""
-        if _running_loop() is self._loop:
+        if self._bridge.on_owner():
             raise RuntimeError("end_session() would block the runtime's own event loop; await aend_session()")
         self._flush_bus()
         return self._call(self._end)
@@ -499,36 +388,25 @@ class CrewAIMemory:
             self._issued += 1
             return self._issued - 1
 
-    def _submit(self, factory: Callable[[], Awaitable[T]]) -> concurrent.futures.Future[T]:
-        if self._loop.is_closed() or not self._loop.is_running():
-            raise RuntimeError(
-                "the event loop that owns the retold runtime is not running; use RuntimePortal.open(...) "
-                "for crew.kickoff(), or await crew.akickoff() inside the loop that opened the runtime"
-            )
-        return asyncio.run_coroutine_threadsafe(self._serial(self._ticket(), factory), self._loop)
+    def _queued(self, factory: Callable[[], Awaitable[T]]) -> Callable[[], Awaitable[T]]:
+        """``factory`` behind the lane; the ticket is drawn when the bridge starts it, in this thread."""
+        return lambda: self._serial(self._ticket(), factory)
 
     def _call(self, factory: Callable[[], Awaitable[T]]) -> T:
         """Run on the owning loop and wait: for CrewAI's sync callers on worker threads."""
-        if _running_loop() is self._loop:
-            raise RuntimeError(
-                "a retold call was made synchronously on the event loop that owns the runtime, where it "
-                "would block; run the crew with await crew.akickoff() (or from another thread)"
-            )
-        return self._submit(factory).result()
+        return self._bridge.call(self._queued(factory))
 
     async def _acall(self, factory: Callable[[], Awaitable[T]]) -> T:
-        if _running_loop() is self._loop:
-            return await self._serial(self._ticket(), factory)
-        return await asyncio.wrap_future(self._submit(factory))
+        return await self._bridge.acall(self._queued(factory))
 
     def _post(self, factory: Callable[[], Awaitable[Any]]) -> None:
         """Queue a recording without waiting (event-bus handlers must never block)."""
         future: concurrent.futures.Future[Any] | asyncio.Future[Any]
-        if _running_loop() is self._loop:
-            future = self._loop.create_task(self._serial(self._ticket(), factory))
+        if self._bridge.on_owner():
+            future = self._loop.create_task(self._queued(factory)())
         else:
             try:
-                future = self._submit(factory)
+                future = self._bridge.submit(self._queued(factory))
             except RuntimeError:
                 logger.warning("retold could not record a CrewAI turn: the runtime's loop is not running")
                 return

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from retold.adapters.common import RetoldContext, memory_tools, tool_names
 from retold.adapters.common import end_session as _end_session
+from retold.adapters.portal import LoopBridge
 from retold.errors import MissingExtraError
 from retold.middleware import RetoldMiddleware
 from retold.policy.prompt import policy_text
@@ -115,5 +116,8 @@ def create_memory_agent(
 
 
 async def end_session(runtime: Runtime, config: RunnableConfig, *, context: Any = None) -> bool:
-    """End the thread's session and schedule its extraction; False when it had already ended."""
-    return await _end_session(runtime, config, context=context)
+    """End the thread's session and schedule its extraction; False when it had already ended.
+
+    Runs on the loop that owns the runtime (a :class:`~retold.adapters.portal.RuntimePortal`'s, say).
+    """
+    return await LoopBridge(runtime).acall(lambda: _end_session(runtime, config, context=context))

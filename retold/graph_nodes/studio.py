@@ -14,8 +14,10 @@
 
 The store is ``RETOLD_STORE`` (default ``memory.sqlite``) and the config ``RETOLD_CONFIG``
 (a YAML path; default settings without it). Each entry is an async factory: the runtime is
-opened once per server process on the server's event loop, with the config file read in a
-worker thread, so no blocking call runs on the loop. No graph here carries a checkpointer
+opened once per server process on a :class:`~retold.adapters.portal.RuntimePortal` (the
+server runs invocations on more than one event-loop thread; the agent's middleware hands its
+calls to the portal's loop), with the config file read in a worker thread, so no blocking
+call runs on the server's loop. No graph here carries a checkpointer
 or a store: ``langgraph dev`` supplies its own.
 """
 
@@ -48,12 +50,19 @@ async def runtime() -> Runtime:
         rt = _opened.get("runtime")
         if rt is None or rt.closed:
             import retold
+            from retold.adapters.portal import RuntimePortal
 
             config_path = os.environ.get("RETOLD_CONFIG") or None
             config = await asyncio.to_thread(retold.load_config, config_path)
-            rt = await retold.open_runtime(os.environ.get("RETOLD_STORE") or "memory.sqlite", config)
+            # The server runs invocations on more than one event-loop thread: a portal's
+            # long-lived loop owns the runtime, and the agent's middleware hands its calls there.
+            store = os.environ.get("RETOLD_STORE") or "memory.sqlite"
+            portal = await asyncio.to_thread(RuntimePortal.open, store, config)
+            rt = portal.runtime
+            assert rt is not None
             _opened.clear()
             _opened["runtime"] = rt
+            _opened["portal"] = portal
         return rt
 
 

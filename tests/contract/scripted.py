@@ -9,6 +9,7 @@ from typing import Any
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.tools import tool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from pydantic import Field
 
@@ -55,6 +56,12 @@ class ScriptedChatModel(BaseChatModel):
     @property
     def tool_names(self) -> list[list[str]]:
         return [[t["name"] for t in tools] for tools in self.bound]
+
+
+@tool
+def weather(city: str) -> str:
+    """Look up today's weather for a city."""
+    return f"Sunny in {city}, 21 degrees."
 
 
 def call(name: str, args: dict[str, Any], call_id: str) -> AIMessage:
@@ -114,5 +121,5 @@ async def seed(
 
 __all__ = [
     "CONFIG", "PREFERENCE", "USER", "FakeExtractor", "Memory", "ScriptedChatModel", "call", "open_memory",
-    "say", "seed",
+    "say", "seed", "weather",
 ]  # fmt: skip

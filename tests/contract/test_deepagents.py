@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,24 +15,9 @@ from retold.middleware import RetoldContext
 from retold.policy.prompt import policy_text
 from retold.tools.schemas import TOOL_NAMES
 
-from .scripted import CONFIG, Memory, ScriptedChatModel, call, open_memory, say, seed
+from .scripted import CONFIG, Memory, ScriptedChatModel, call, say, seed, weather
 
 CTX = RetoldContext(agent_id="planner", user_id="u1")
-
-
-@tool
-def weather(city: str) -> str:
-    """Look up today's weather for a city."""
-    return f"Sunny in {city}, 21 degrees."
-
-
-@pytest.fixture
-async def memory(tmp_path: Path) -> AsyncIterator[Memory]:
-    m = await open_memory(tmp_path / "memory.sqlite")
-    try:
-        yield m
-    finally:
-        await m.rt.close()
 
 
 async def ask(agent: Any, text: str) -> list[Any]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -12,7 +11,6 @@ from typing import Any
 import pytest
 from langchain.agents import create_agent
 from langchain_core.messages import HumanMessage
-from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from retold.errors import InvalidArgumentError
@@ -21,7 +19,7 @@ from retold.models import ExtractionOutput, Scope
 from retold.testing import FakeExtractor
 from retold.tools.schemas import TOOL_NAMES
 
-from .scripted import CONFIG, Memory, ScriptedChatModel, call, open_memory, say
+from .scripted import CONFIG, Memory, ScriptedChatModel, call, open_memory, say, weather
 
 CTX = RetoldContext(agent_id="planner", user_id="u1")
 QUOTE = "I prefer concise answers without preamble"
@@ -32,21 +30,6 @@ WRITE = {
     "source_kind": "user_statement",
     "evidence": QUOTE,
 }
-
-
-@tool
-def weather(city: str) -> str:
-    """Look up today's weather for a city."""
-    return f"Sunny in {city}, 21 degrees."
-
-
-@pytest.fixture
-async def memory(tmp_path: Path) -> AsyncIterator[Memory]:
-    m = await open_memory(tmp_path / "memory.sqlite")
-    try:
-        yield m
-    finally:
-        await m.rt.close()
 
 
 def build(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +24,8 @@ IRRELEVANT = "Write the release notes for version two"
 
 
 @pytest.fixture
-async def memory(tmp_path: Path) -> AsyncIterator[Memory]:
-    m = await open_memory(tmp_path / "memory.sqlite", Config().override({"retrieval.trigger.auto_k": 3}))
-    try:
-        yield m
-    finally:
-        await m.rt.close()
+def memory_config() -> Config:
+    return Config().override({"retrieval.trigger.auto_k": 3})
 
 
 def agent_for(m: Memory, model: ScriptedChatModel, mode: str, tools: list[Any] | None = None) -> Any:
