@@ -33,7 +33,7 @@ from retold.store import Store
 from retold.util import Clock, SystemClock
 
 if TYPE_CHECKING:
-    from retold.ingest.extraction import ExtractionResult
+    from retold.ingest.extraction_run import ExtractionResult
 
 __all__ = ["Runtime", "open_runtime"]
 
@@ -173,7 +173,7 @@ class Runtime:
                 "API key) or pass extractor= to open_runtime",
                 key="ingestion.extraction_enabled",
             )
-        from retold.ingest.extraction import EXTRACTION_ACTOR, ExtractionRun
+        from retold.ingest.extraction_run import EXTRACTION_ACTOR, ExtractionRun
 
         run = ExtractionRun(session_id=session_id, force=force, actor=actor or EXTRACTION_ACTOR)
         await self.extraction_graph.ainvoke({"run": run})

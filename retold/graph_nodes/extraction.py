@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 from langgraph.graph import END, START, StateGraph
 
 from retold.ingest import extraction
-from retold.ingest.extraction import ExtractionRun
+from retold.ingest.extraction_run import ExtractionRun
 
 if TYPE_CHECKING:
     from langgraph.graph.state import CompiledStateGraph

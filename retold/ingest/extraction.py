@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING, Any
 from retold.ingest.batch import BatchError, write_batch
 from retold.ingest.candidate_validation import revalidate, review, validate
 from retold.ingest.extraction_run import (
-    EXTRACTION_ACTOR,
     CandidateState,
     ExtractionResult,
     ExtractionRun,
@@ -61,10 +60,6 @@ if TYPE_CHECKING:
     from retold.runtime import Runtime
 
 __all__ = [
-    "EXTRACTION_ACTOR",
-    "CandidateState",
-    "ExtractionResult",
-    "ExtractionRun",
     "build_context",
     "claim",
     "extract",
