@@ -302,6 +302,8 @@ async def run(args: argparse.Namespace, path: Path) -> dict[str, Any]:
                                                 lambda: bar.advance(task))  # fmt: skip
                 absorbed.update(g.absorbed)
         timings["search_s"] = time.perf_counter() - t0
+        if args.dump:
+            write_dump(args.dump, asked, absorbed)
         default_k = rt.config.retrieval.default_k
         retrieval = rt.config.retrieval.model_dump(mode="json")
 
@@ -317,6 +319,21 @@ async def run(args: argparse.Namespace, path: Path) -> dict[str, Any]:
         "retrieval_config": retrieval,
         "metrics": summarise(asked, absorbed, default_k),
     }
+
+
+def write_dump(path: Path, asked: Sequence[Asked], absorbed: dict[str, list[str]]) -> None:
+    """One JSON line per question: its gold turns and every system's top records as turn ids."""
+    with path.open("w") as out:
+        for a in asked:
+            q = a.question
+            row = {
+                "sample_id": q.sample_id,
+                "category": q.category,
+                "question": q.question,
+                "gold": sorted(q.evidence),
+                "rankings": {s: [absorbed.get(r, [r]) for r in ranking] for s, ranking in a.rankings.items()},
+            }
+            out.write(json.dumps(row) + "\n")
 
 
 async def ingest(
@@ -483,6 +500,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     add("--store", type=Path, default=None, help="keep the store here (a new file)")
     add("--json", type=Path, default=None, help="write the figures, machine, commit and config here")
     add("--markdown", type=Path, default=None, help="write the docs/benchmarks.md tables here")
+    add("--dump", type=Path, default=None, help="write each question's rankings here (JSON lines)")
     args = parser.parse_args(argv)
     if args.quick:
         args.conversations = args.conversations or 1

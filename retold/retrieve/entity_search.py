@@ -21,7 +21,14 @@ from retold.util import normalize_alias
 if TYPE_CHECKING:
     from retold.store import Store
 
-__all__ = ["EntityHit", "alias_candidates", "entity_search", "resolve_query_aliases", "without_entities"]
+__all__ = [
+    "EntityHit",
+    "alias_candidates",
+    "broad_entities",
+    "entity_search",
+    "resolve_query_aliases",
+    "without_entities",
+]
 
 
 def alias_candidates(queries: Iterable[str], hints: Iterable[str] | None, max_alias_tokens: int) -> list[str]:
@@ -81,6 +88,18 @@ def without_entities(alias_matches: dict[str, list[str]], dropped: Iterable[str]
         return alias_matches
     kept = {alias: [e for e in ids if e not in drop] for alias, ids in alias_matches.items()}
     return {alias: ids for alias, ids in kept.items() if ids}
+
+
+def broad_entities(counts: dict[str, int], eligible: int, k: int, max_share: float) -> set[str]:
+    """Entities linked to too many eligible records to select anything.
+
+    An entity with at most ``k`` eligible records hands fusion all of them, so it always
+    selects. Above that, one linked to more than ``max_share`` of the eligible records (a
+    conversation partner in every other turn) would hand fusion ``k`` arbitrary records,
+    newest first, each exempt from the gate: the query's other words must choose instead.
+    """
+    bar = max(k, max_share * eligible)
+    return {entity_id for entity_id, count in counts.items() if count > bar}
 
 
 @dataclass(frozen=True)

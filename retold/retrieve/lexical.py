@@ -12,13 +12,14 @@ Tokens are normalised the way FTS5's ``unicode61 remove_diacritics 2`` tokenizer
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import re
 import unicodedata
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from retold.models import LexicalMatch, LexicalTerm
 from retold.retrieve.stopwords import STOPWORDS
@@ -39,7 +40,9 @@ __all__ = [
     "lexical_search",
     "query_terms",
     "query_words",
+    "stem",
     "term_coverage",
+    "with_variants",
 ]
 
 # ---------------------------------------------------------------------------------------------
@@ -203,6 +206,12 @@ class QueryTerm:
     tokens: tuple[str, ...]
     is_identifier: bool
     is_entity_alias: bool
+    variants: tuple[str, ...] = ()  # indexed inflections that also count as this term
+
+    @property
+    def stemmable(self) -> bool:
+        """A plain word: identifiers, aliases and phrases are matched exactly as written."""
+        return len(self.tokens) == 1 and not (self.is_identifier or self.is_entity_alias)
 
     def as_lexical_term(self) -> LexicalTerm:
         return LexicalTerm(self.value, self.is_identifier, self.is_entity_alias)
@@ -286,13 +295,55 @@ def fts_query(terms: Iterable[QueryTerm]) -> str:
 
     Quoting every token makes user text inert: ``NEAR``, ``AND``, ``*``, ``:`` and ``(``
     inside quotes are just characters for the tokenizer. A multi-token term becomes one
-    phrase (``"bge m3"``), which FTS5 matches only where the tokens are adjacent.
+    phrase (``"bge m3"``), which FTS5 matches only where the tokens are adjacent. A term's
+    inflections join the OR as words of their own.
     """
     seen: dict[tuple[str, ...], None] = {}
     for term in terms:
         if term.tokens:
             seen.setdefault(term.tokens, None)
+        for variant in term.variants:
+            seen.setdefault((variant,), None)
     return " OR ".join(_quote(" ".join(tokens)) for tokens in seen)
+
+
+STEM_MIN_CHARS = 3
+"""Stems shorter than this ("go", "us") would gather unrelated words; such terms match exactly."""
+
+
+@functools.lru_cache(maxsize=1)
+def _stemmer() -> Any:
+    import snowballstemmer  # the Snowball English stemmer; uses PyStemmer's C code when installed
+
+    return snowballstemmer.stemmer("english")
+
+
+@functools.lru_cache(maxsize=65536)
+def stem(token: str) -> str:
+    return str(_stemmer().stemWord(token))
+
+
+async def with_variants(store: Store, terms: list[QueryTerm]) -> list[QueryTerm]:
+    """Each plain word with the indexed words sharing its Snowball stem ("painted" for "paint").
+
+    The index keeps the spec's unstemmed ``unicode61`` tokens; asking for the vocabulary's
+    inflections gives the lexical channel a stemmer's recall without re-tokenising stored
+    text, and a candidate must still share the stem exactly (not merely the prefix).
+    """
+    stems = {t.tokens[0]: stem(t.tokens[0]) for t in terms if t.stemmable}
+    stems = {token: s for token, s in stems.items() if len(s) >= STEM_MIN_CHARS}
+    if not stems:
+        return terms
+    found = await store.term_variants(sorted(set(stems.values())))
+    out = []
+    for term in terms:
+        root = stems.get(term.tokens[0]) if term.stemmable else None
+        if root is None:
+            out.append(term)
+            continue
+        variants = tuple(v for v, _ in found[root] if v != term.tokens[0] and stem(v) == root)
+        out.append(dataclasses.replace(term, variants=variants))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -320,7 +371,7 @@ def term_coverage(
     matched = []
     for term in terms:
         if len(term.tokens) == 1:
-            hit = term.tokens[0] in every
+            hit = term.tokens[0] in every or any(v in every for v in term.variants)
         else:
             hit = any(_contains(field, term.tokens) for field in tokenized)
         if hit:
@@ -375,20 +426,20 @@ when every term is a common plain word, the rarest one is searched alone.
 
 
 async def _selective_terms(store: Store, terms: list[QueryTerm]) -> list[QueryTerm]:
-    plain = [t.tokens[0] for t in terms if len(t.tokens) == 1 and not (t.is_identifier or t.is_entity_alias)]
+    plain = [tok for t in terms if t.stemmable for tok in (t.tokens[0], *t.variants)]
     if not plain:
         return terms
     total, counts = await store.term_document_counts(plain)
     if total < COMMON_TERM_MIN_RECORDS:  # small stores: scanning is cheap and every term counts
         return terms
 
-    def always(t: QueryTerm) -> bool:
-        return len(t.tokens) != 1 or t.is_identifier or t.is_entity_alias
+    def records_with(t: QueryTerm) -> int:  # an upper bound when inflections share records
+        return counts.get(t.tokens[0], 0) + sum(counts.get(v, 0) for v in t.variants)
 
-    kept = [t for t in terms if always(t) or counts.get(t.tokens[0], 0) <= COMMON_TERM_SHARE * total]
+    kept = [t for t in terms if not t.stemmable or records_with(t) <= COMMON_TERM_SHARE * total]
     if kept:
         return kept
-    return [min(terms, key=lambda t: counts.get(t.tokens[0], 0))]
+    return [min(terms, key=records_with)]
 
 
 async def lexical_search(
@@ -408,7 +459,7 @@ async def lexical_search(
     """
     if not eligible or k <= 0:
         return []
-    per_query = [query_terms(q, entity_aliases) for q in queries]
+    per_query = [await with_variants(store, query_terms(q, entity_aliases)) for q in queries]
     terms = await _selective_terms(store, [t for q in per_query for t in q])
     match = fts_query(terms)
     if not match:

@@ -38,6 +38,7 @@ from retold.retrieve.budget import fill_budget
 from retold.retrieve.dedup import collapse_duplicates
 from retold.retrieve.entity_search import (
     alias_candidates,
+    broad_entities,
     entity_search,
     resolve_query_aliases,
     without_entities,
@@ -82,6 +83,7 @@ class SearchRun:
     fused_log: list[list[Any]] = field(default_factory=list)
     records: dict[str, Record] = field(default_factory=dict)
     prefetch_ms: float = 0.0
+    broad_entities: list[str] = field(default_factory=list)  # named, but too broad to select
     subjects: dict[str, GateSubject] = field(default_factory=dict)
     kept: list[Candidate] = field(default_factory=list)
     gated_out: list[tuple[str, str]] = field(default_factory=list)
@@ -179,6 +181,13 @@ async def generate(rt: Runtime, run: SearchRun) -> None:
             user = run.principal.user_scope
             own = await rt.store.entities_by_alias(normalize_alias(user.id), scopes=[user], kinds=["person"])
             aliases = without_entities(aliases, [e.id for e in own])
+        if aliases:
+            counts = await rt.store.entity_link_counts(
+                {e for ids in aliases.values() for e in ids}, run.eligible
+            )
+            broad = broad_entities(counts, len(run.eligible), k, rt.config.retrieval.entity_max_share)
+            run.broad_entities = sorted(broad)
+            aliases = without_entities(aliases, broad)
         alias_set = frozenset(aliases)
         run.lexical = await lexical_search(rt.store, run.queries, run.eligible, k, entity_aliases=alias_set)
         t = run.mark("lexical", t)
@@ -444,6 +453,8 @@ def _log_row(
             "reranker_enabled": cfg.reranker.enabled,
             "reranker_mode": cfg.reranker.mode,
             "index_refresh": run.index_refresh,
+            "broad_entities": run.broad_entities,
+            "entity_max_share": cfg.retrieval.entity_max_share,
             "gate": {
                 "dense_floor": floors.dense_floor.model_dump(),
                 "lexical_min_term_fraction": floors.lexical_min_term_fraction,

@@ -92,6 +92,40 @@ class SearchMixin:
                 counts.clear()
         return cache[1], {t: counts.get(t, 0) for t in tokens}
 
+    async def term_variants(self, stems: Sequence[str], limit: int = 64) -> dict[str, list[tuple[str, int]]]:
+        """{stem: [(indexed term starting with it, records containing it), ...]} for each stem.
+
+        The lexical channel matches inflections ("painted" for "paint") without a stemming
+        tokenizer: the index keeps the spec's ``unicode61`` tokens, and the query asks for the
+        words the vocabulary actually holds. fts5vocab answers a term range from its index;
+        at most ``limit`` terms per stem, kept until ``records_version`` moves.
+        """
+        version = int(await self.db.fetchval("SELECT value FROM store_meta WHERE key = 'records_version'"))
+        cache = getattr(self, "_term_variants", None)
+        if cache is None or cache[0] != version:
+            cache = (version, {})
+            self._term_variants = cache
+        known: dict[str, list[tuple[str, int]]] = cache[1]
+        missing = [s for s in dict.fromkeys(stems) if s not in known]
+        if missing:
+            if len(known) > 10_000:  # bounded, as the term counts: a long-lived process sees endless words
+                known.clear()
+            await self._ensure_vocab()
+            for start in range(0, len(missing), 100):  # one statement per 100 stems
+                chunk = missing[start : start + 100]
+                ranges = " UNION ALL ".join(
+                    f"SELECT {i} AS n, * FROM (SELECT term, doc FROM temp.records_fts_vocab "
+                    "WHERE term >= ? AND term < ? LIMIT ?)"
+                    for i in range(len(chunk))
+                )
+                params = [p for stem in chunk for p in (stem, stem + "\U0010ffff", limit)]
+                rows = await self.db.fetchall(ranges, params)
+                for stem in chunk:
+                    known[stem] = []
+                for n, term, doc in rows:
+                    known[chunk[n]].append((term, int(doc)))
+        return {s: known.get(s, []) for s in stems}
+
     async def _ensure_vocab(self) -> None:
         await self.db.execute(
             "CREATE VIRTUAL TABLE IF NOT EXISTS temp.records_fts_vocab "
@@ -135,6 +169,22 @@ class SearchMixin:
                 if entity_id not in ids:
                     ids.append(entity_id)
         return dict(sorted(found.items(), key=lambda item: order.get(item[0], len(order))))
+
+    async def entity_link_counts(self, entity_ids: Iterable[str], eligible: Iterable[str]) -> dict[str, int]:
+        """How many eligible records link to each entity; entities with none are absent."""
+        query = """SELECT l.entity_id, count(DISTINCT l.record_id) FROM {wanted} w
+                     CROSS JOIN record_entities l ON l.entity_id = w.id {join}
+                    GROUP BY l.entity_id"""
+        by_predicate = eligible.join_clause("l.record_id") if isinstance(eligible, EligibleSet) else None
+        async with self.db.temp_ids(entity_ids) as wanted:
+            if by_predicate is not None:
+                join, params = by_predicate
+                rows = await self.db.fetchall(query.format(wanted=wanted, join=join), params)
+            else:
+                async with self.db.temp_ids(eligible) as allowed:
+                    join = f"JOIN {allowed} a ON a.id = l.record_id"
+                    rows = await self.db.fetchall(query.format(wanted=wanted, join=join))
+        return {r[0]: r[1] for r in rows}
 
     async def records_for_entities(
         self, entity_ids: Iterable[str], eligible: Iterable[str], k: int

@@ -43,7 +43,7 @@ def test_defaults_load_without_a_file() -> None:
     assert cfg == Config() == DEFAULT_CONFIG
     assert cfg.store.path == "./memory.sqlite"
     assert cfg.store.busy_timeout_seconds == 30
-    assert cfg.retrieval.rrf_k == 60
+    assert cfg.retrieval.rrf_k == 10  # calibrated for MiniLM on LoCoMo (docs/benchmarks.md)
     assert cfg.retrieval.default_k == 8
     assert cfg.retrieval.token_budget == 1500
     assert cfg.retrieval.per_generator_k == 30
@@ -84,25 +84,25 @@ def test_gate_defaults() -> None:
     # Calibrated for the packaged MiniLM embedder (benchmarks/calibrate_gate.py, docs/benchmarks.md).
     assert (floors.semantic, floors.episodic, floors.procedural, floors.session_summary) == (
         0.45,
-        0.50,
+        0.525,
         0.45,
-        0.60,
+        0.625,
     )
     assert (gate.lexical_min_term_fraction, gate.lexical_min_matched_terms, gate.relative_floor) == (
-        0.5,
+        0.4,
         2,
-        0.3,
+        0.0,
     )
     auto = gate.auto.dense_floor
     assert (auto.semantic, auto.episodic, auto.procedural, auto.session_summary) == (
         0.55,
-        0.575,
+        0.625,
         0.55,
-        0.575,
+        0.625,
     )
-    assert gate.auto.lexical_min_term_fraction == 0.6
+    assert gate.auto.lexical_min_term_fraction == 0.5
     assert gate.auto.lexical_min_matched_terms == 2
-    assert gate.auto.relative_floor == 0.3
+    assert gate.auto.relative_floor == 0.0
     assert gate.auto.exclude_source_kinds == ("session_summary",)
 
 
@@ -130,9 +130,9 @@ def test_floors_for_auto_returns_the_auto_floors() -> None:
     assert isinstance(floors, GateFloors)
     assert floors.dense_floor == gate.auto.dense_floor
     assert floors.dense_floor.semantic == 0.55
-    assert floors.lexical_min_term_fraction == 0.6
+    assert floors.lexical_min_term_fraction == 0.5
     assert floors.lexical_min_matched_terms == 2
-    assert floors.relative_floor == 0.3
+    assert floors.relative_floor == 0.0
     assert floors.exclude_source_kinds == ("session_summary",)
 
 
@@ -142,8 +142,8 @@ def test_floors_for_tool_returns_the_normal_floors_and_excludes_nothing() -> Non
     floors = gate.floors_for("tool")
 
     assert floors.dense_floor == gate.dense_floor
-    assert floors.lexical_min_term_fraction == 0.5
-    assert floors.relative_floor == 0.3
+    assert floors.lexical_min_term_fraction == 0.4
+    assert floors.relative_floor == 0.0
     assert floors.exclude_source_kinds == ()
 
 
@@ -151,15 +151,15 @@ def test_floors_follow_configured_values() -> None:
     cfg = Config.from_mapping({"retrieval": {"gate": {"auto": {"relative_floor": 0.8}}}})
 
     assert cfg.retrieval.gate.floors_for("auto").relative_floor == 0.8
-    assert cfg.retrieval.gate.floors_for("tool").relative_floor == 0.3
+    assert cfg.retrieval.gate.floors_for("tool").relative_floor == 0.0
 
 
 def test_dense_floor_for_record_uses_the_summary_floor_for_session_summaries() -> None:
     floors = DenseFloors()
 
     assert floors.for_record("semantic") == 0.45
-    assert floors.for_record("episodic") == 0.50
-    assert floors.for_record("episodic", "session_summary") == 0.60
+    assert floors.for_record("episodic") == 0.525
+    assert floors.for_record("episodic", "session_summary") == 0.625
     assert floors.for_record("procedural", "user_statement") == 0.45
     with pytest.raises(ValueError, match="record type"):
         floors.for_record("opinion")
@@ -197,8 +197,8 @@ ingestion:
     assert cfg.retrieval.gate.dense_floor.episodic == 0.35
     assert cfg.retrieval.gate.dense_floor.semantic == 0.45
     assert cfg.retrieval.gate.auto.exclude_source_kinds == ("session_summary", "agent_inference")
-    assert cfg.retrieval.gate.auto.relative_floor == 0.3
-    assert cfg.retrieval.rrf_k == 60
+    assert cfg.retrieval.gate.auto.relative_floor == 0.0
+    assert cfg.retrieval.rrf_k == 10  # calibrated for MiniLM on LoCoMo (docs/benchmarks.md)
     assert cfg.reranker.enabled is True
     assert cfg.reranker.floor == 0.2
     assert cfg.ingestion.extraction_provider == "openrouter"
@@ -455,7 +455,7 @@ def test_override_returns_a_validated_copy() -> None:
 
     assert changed.retrieval.default_k == 4
     assert changed.retrieval.gate.auto.relative_floor == 0.7
-    assert changed.retrieval.gate.auto.lexical_min_term_fraction == 0.6  # merged, not replaced
+    assert changed.retrieval.gate.auto.lexical_min_term_fraction == 0.5  # merged, not replaced
     assert changed.reranker.floor == 0.3
     assert cfg.retrieval.default_k == 8  # the original is untouched
     assert changed.ingestion == cfg.ingestion

@@ -8,6 +8,7 @@ from retold.models import Scope
 from retold.retrieve.entity_search import (
     EntityHit,
     alias_candidates,
+    broad_entities,
     entity_search,
     resolve_query_aliases,
 )
@@ -183,3 +184,27 @@ async def test_end_to_end_query_to_records(world: World) -> None:
     )
     hits = await entity_search(store, resolved, {result.record_id or ""}, 5)
     assert [h.record_id for h in hits] == [result.record_id]
+
+
+def test_an_entity_is_broad_only_above_both_k_and_the_share() -> None:
+    counts = {"few": 30, "share": 100, "broad": 101}
+    assert broad_entities(counts, eligible=1000, k=30, max_share=0.1) == {"broad"}
+    # A small store: every entity with at most k records selects, whatever its share.
+    assert broad_entities({"all": 20}, eligible=20, k=30, max_share=0.1) == set()
+    assert broad_entities(counts, eligible=1000, k=30, max_share=1.0) == set()
+
+
+async def test_link_counts_count_eligible_records_only(
+    store: Store, make_record: MakeRecord, make_entity: MakeEntity
+) -> None:
+    atlas, priya = make_entity("Atlas", kind="project"), make_entity("Priya")
+    for entity in (atlas, priya):
+        await store.insert_entity(entity)
+    ids = []
+    for i in range(5):
+        record = make_record(content=f"Atlas note {i}")
+        links = [(atlas.id, "about")] + ([(priya.id, "mentions")] if i == 0 else [])
+        await store.insert_record(record, links=links)
+        ids.append(record.id)
+    counts = await store.entity_link_counts([atlas.id, priya.id, "e-none"], set(ids[:3]))
+    assert counts == {atlas.id: 3, priya.id: 1}

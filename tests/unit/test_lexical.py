@@ -340,3 +340,28 @@ async def test_terms_in_over_a_tenth_of_records_are_not_searched_but_the_rarest_
     assert {t.value for t in hits[0].match.terms} == {"alpha", "beta"}
     rarest = await lexical_search(store, ["alpha gamma"], everyone, 10)
     assert {h.record_id for h in rarest} == {*alphas, beta}  # both common: the rarer (alpha) alone
+
+
+async def test_a_plain_word_matches_its_indexed_inflections_but_not_longer_words(
+    store: Store, make_record: MakeRecord
+) -> None:
+    painted = await add(store, make_record, "I painted the lake sunrise last year")
+    painting = await add(store, make_record, "Painting classes start on Monday")
+    paint = await add(store, make_record, "Bought blue paint for the fence")
+    paintball = await add(store, make_record, "Paintball with friends on Saturday")
+    everyone = {painted, painting, paint, paintball}
+    hits = await lexical_search(store, ["when did she paint a sunrise"], everyone, 10)
+    assert {h.record_id for h in hits} == {painted, painting, paint}
+    best = hits[0]
+    assert best.record_id == painted  # "paint" (as "painted") and "sunrise": two of the query's terms
+    assert [t.value for t in best.match.terms] == ["paint", "sunrise"]
+    assert "painted" in fts_query([QueryTerm("paint", ("paint",), False, False, ("painted",))])
+
+
+async def test_identifiers_aliases_and_short_stems_match_exactly(
+    store: Store, make_record: MakeRecord
+) -> None:
+    deploying = await add(store, make_record, "deploying the yml parser tomorrow")
+    going = await add(store, make_record, "going to the gym")
+    hits = await lexical_search(store, ["deploy.yml", "go"], {deploying, going}, 10)
+    assert hits == []  # an identifier is matched as written; "go" is too short to stem

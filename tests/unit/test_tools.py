@@ -45,6 +45,14 @@ async def foreign_record(w: World) -> str:
     return result.record_id
 
 
+async def episode_about(world: World, content: str, name: str) -> dict[str, Any]:
+    """A model-issued episodic write about one person, through the tool."""
+    entity = {"kind": "person", "name": name, "role": "about"}
+    return await world.rt.tools.call(
+        world.p, "memory_write", {"type": "episodic", "content": content, "entities": [entity]}
+    )
+
+
 def names(schemas: list[dict[str, Any]]) -> list[str]:
     return [s["name"] for s in schemas]
 
@@ -228,24 +236,8 @@ async def test_entity_merge_collapses_missing_and_foreign_entities(world: World)
 
 async def test_entity_merge_through_revise(world: World) -> None:
     rt, p = world.rt, world.p
-    a = await rt.tools.call(
-        p,
-        "memory_write",
-        {
-            "type": "episodic",
-            "content": "Met Bob about Atlas.",
-            "entities": [{"kind": "person", "name": "Bob", "role": "about"}],
-        },
-    )
-    b = await rt.tools.call(
-        p,
-        "memory_write",
-        {
-            "type": "episodic",
-            "content": "Robert reviewed the plan.",
-            "entities": [{"kind": "person", "name": "Robert", "role": "about"}],
-        },
-    )
+    a = await episode_about(world, "Met Bob about Atlas.", "Bob")
+    b = await episode_about(world, "Robert reviewed the plan.", "Robert")
     bob = (await world.record(a["record_id"])).entity_ids[0]
     robert = (await world.record(b["record_id"])).entity_ids[0]
     merged = await rt.tools.call(
@@ -703,20 +695,31 @@ async def test_naming_the_user_selects_nothing_but_naming_someone_else_does(worl
     """The user's own person entity is not an entity hit: every personal record is about them."""
     rt, p = world.rt, world.p
     await user_fact(world)
-    bob = await rt.tools.call(
-        p,
-        "memory_write",
-        {
-            "type": "episodic",
-            "content": "Met him for the quarterly review.",
-            "entities": [{"kind": "person", "name": "Bob", "role": "about"}],
-        },
-    )
+    bob = await episode_about(world, "Met him for the quarterly review.", "Bob")
     unrelated = await rt.tools.call(p, "memory_search", {"queries": ["Aditya's favourite football club"]})
     assert unrelated["results"] == [] and "no entity match" in unrelated["empty_reason"]
     named = await rt.tools.call(p, "memory_search", {"queries": ["what did Bob do"]})
     assert [r["record_id"] for r in named["results"]] == [bob["record_id"]]
     assert "entity" in named["results"][0]["matched_by"]
+
+
+async def test_an_entity_in_most_records_is_searched_as_a_word_not_an_entity(world: World) -> None:
+    """A name linked to most readable records selects nothing: no entity hit, no gate exemption."""
+    rt, p = world.rt, world.p
+    for i in range(40):
+        await episode_about(
+            world, f"Call number {i} with him went over the {['budget', 'roadmap'][i % 2]}.", "Bob"
+        )
+    hire = await episode_about(world, "He asked us to hire a second designer for the mobile app.", "Bob")
+    unrelated = await rt.tools.call(p, "memory_search", {"queries": ["Bob's favourite football club"]})
+    assert unrelated["results"] == []
+    asked = await rt.tools.call(p, "memory_search", {"queries": ["Bob wants to hire a second designer"]})
+    assert asked["results"] and asked["results"][0]["record_id"] == hire["record_id"]
+    assert all("entity" not in r["matched_by"] for r in asked["results"])
+    log = await rt.store.search_log(asked["search_id"])
+    assert log is not None
+    (bob,) = await rt.store.entities_by_alias("bob", scopes=[p.user_scope])
+    assert json.loads(log["config_flags"])["broad_entities"] == [bob.id]
 
 
 async def test_every_error_code_is_a_spec_code(world: World) -> None:
