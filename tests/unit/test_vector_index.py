@@ -102,6 +102,18 @@ def test_small_and_large_eligible_sets_rank_the_same_as_brute_force(share: float
     assert [s for _, s in got] == pytest.approx([s for _, s in expected], abs=1e-5)
 
 
+def test_several_queries_over_many_blocks_keep_the_best_cosine_of_every_row() -> None:
+    """Scoring in cache-sized blocks (more rows than one block) changes no score."""
+    from retold.index.vector import _SCORE_BLOCK, _best_cosines
+
+    rng = np.random.default_rng(11)
+    block = rng.standard_normal((2 * _SCORE_BLOCK + 37, 16)).astype(np.float32)
+    queries = rng.standard_normal((3, 16)).astype(np.float32)
+    expected = (block @ queries.T).max(axis=1)
+    np.testing.assert_allclose(_best_cosines(block, queries), expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(_best_cosines(block, queries[:1]), block @ queries[0], rtol=1e-5, atol=1e-5)
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     vectors=st.lists(
