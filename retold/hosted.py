@@ -37,7 +37,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import anyio.to_thread
+
 from retold.errors import ConfigError, MissingExtraError, RetoldError
+from retold.util import schema_validator
 
 __all__ = [
     "API_KEY_ENV",
@@ -266,7 +269,8 @@ class CompletionClient:
         return sdk.chat.completions.create(**kwargs)
 
     async def _acreate(self, kwargs: dict[str, Any]) -> Any:
-        sdk = self._async_client()
+        # The first call imports the SDK and builds its HTTP client: seconds, off the event loop.
+        sdk = self._async_sdk or await anyio.to_thread.run_sync(self._async_client)
         if self.provider == "anthropic":
             return await sdk.messages.create(**kwargs)
         return await sdk.chat.completions.create(**kwargs)
@@ -398,10 +402,9 @@ def validate(data: Any, schema: Mapping[str, Any], name: str, identity: str, pro
 
     The message names the failing path and rule, never the reply's content.
     """
-    import jsonschema
+    from jsonschema.exceptions import best_match
 
-    validator = jsonschema.Draft202012Validator(dict(schema))
-    error = jsonschema.exceptions.best_match(validator.iter_errors(data))
+    error = best_match(schema_validator(schema).iter_errors(data))
     if error is not None:
         where = "/".join(str(p) for p in error.absolute_path) or "(root)"
         raise SchemaMismatchError(

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable, MutableMapping, Sequence
-from contextlib import nullcontext
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Literal
@@ -622,19 +621,7 @@ def _count(n: int, singular: str, plural: str | None = None) -> str:
 
 
 def _clear_cache(holder: Any) -> None:
-    """Empty an object's text-keyed cache: ``clear_cache()`` where it has one.
-
-    The conservative judge keeps a text-to-vector LRU with no public way to clear it;
-    its ``_cache`` (guarded by ``_lock``) is emptied directly.
-    """
-    if holder is None:
-        return
+    """Empty an object's text-keyed cache: ``clear_cache()`` where it has one."""
     clear = getattr(holder, "clear_cache", None)
     if callable(clear):
         clear()
-        return
-    cache = getattr(holder, "_cache", None)
-    if isinstance(cache, MutableMapping):
-        lock = getattr(holder, "_lock", None)
-        with lock if lock is not None else nullcontext():
-            cache.clear()

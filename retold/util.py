@@ -6,13 +6,19 @@ produce exactly the attribute slug a new write produces.
 
 from __future__ import annotations
 
+import json
 import re
 import time
 import unicodedata
+from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Protocol
+from functools import cache
+from typing import TYPE_CHECKING, Any, Protocol
 
 from uuid6 import uuid7
+
+if TYPE_CHECKING:
+    from jsonschema import Draft202012Validator
 
 __all__ = [
     "Clock",
@@ -24,6 +30,7 @@ __all__ = [
     "normalize_attribute",
     "normalize_ws",
     "parse_ts",
+    "schema_validator",
 ]
 
 _WS = re.compile(r"\s+")
@@ -121,3 +128,17 @@ class _Stage:
     def __exit__(self, *exc: object) -> None:
         elapsed = (time.perf_counter() - self._t0) * 1000.0
         self._timer.timings_ms[self._stage] = self._timer.timings_ms.get(self._stage, 0.0) + elapsed
+
+
+def schema_validator(schema: Mapping[str, Any]) -> Draft202012Validator:
+    """A checked, cached draft 2020-12 validator for one JSON schema (tool inputs, model replies)."""
+    return _schema_validator(json.dumps(schema, sort_keys=True))
+
+
+@cache
+def _schema_validator(key: str) -> Draft202012Validator:
+    from jsonschema import Draft202012Validator
+
+    schema = json.loads(key)
+    Draft202012Validator.check_schema(schema)
+    return Draft202012Validator(schema)

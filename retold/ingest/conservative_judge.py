@@ -87,6 +87,11 @@ class ConservativeJudge:
     def __repr__(self) -> str:
         return f"ConservativeJudge(model={self.model!r}, same_cosine={self.same_cosine})"
 
+    def clear_cache(self) -> None:
+        """Forget every cached text vector (an erasure must not leave the text behind)."""
+        with self._lock:
+            self._cache.clear()
+
     # -- cosine with a small LRU: the ingestor judges one new claim against many old ones
     def _vectors(self, texts: list[str]) -> list[np.ndarray]:
         """One vector per text: cache hits from the LRU, every miss embedded in ONE batch.

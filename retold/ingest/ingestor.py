@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -28,7 +29,9 @@ from retold.ingest.request import RETRY, Plan, Refused, Revision, WriteRequest, 
 from retold.ingest.supersession import Decision, Judged, decide_current_fact, scan_window
 from retold.models import (
     RECORD_TYPES,
+    SOURCE_KINDS,
     Entity,
+    EntityMention,
     EquivalenceJudge,
     Principal,
     Record,
@@ -112,7 +115,7 @@ class Ingestor:
     ) -> WriteResult:
         timer = Timer()
         ambiguous: list[Resolution] = []
-        lock = self._locks.setdefault(scope, asyncio.Lock())
+        lock = self.scope_lock(scope)
         for attempt in (1, 2):
             try:
                 async with lock:
@@ -161,6 +164,9 @@ class Ingestor:
             raise fail("invalid_input", "content must be non-blank text")
         if request.type not in RECORD_TYPES:
             raise fail("invalid_input", f"type must be one of {', '.join(RECORD_TYPES)}")
+        malformed = _malformed(request)
+        if malformed:
+            raise fail("invalid_input", malformed)
         now = self._clock.now()
         notes: list[str] = []
 
@@ -182,7 +188,7 @@ class Ingestor:
             if overlay is not None:  # one new name planned by two candidates becomes one entity
                 links, primary = await overlay.share_entities(self._store, links, primary)
 
-        attribute = self._attribute(request, primary)
+        attribute = self._attribute(request)
         kind = evidence.source_kind
         record = Record(
             id=new_id(),
@@ -286,6 +292,10 @@ class Ingestor:
 
     async def _evidence(self, principal: Principal, request: WriteRequest, content: str) -> EvidenceOutcome:
         if request.trusted:
+            if request.source_kind not in SOURCE_KINDS:
+                raise fail("invalid_source_kind", f"source_kind must be one of {', '.join(SOURCE_KINDS)}")
+            if request.source_kind == "session_summary" and not request.source_ref:
+                raise fail("invalid_input", "a session_summary write needs its session's source_ref")
             quote = normalize_ws(request.evidence) if request.evidence else None
             return EvidenceOutcome(request.source_kind, request.source_ref, quote, None, None, None)
         if request.source_kind not in ("user_statement", "tool_result", "agent_inference"):
@@ -365,7 +375,7 @@ class Ingestor:
             return None
         return entity
 
-    def _attribute(self, request: WriteRequest, primary: Entity | None) -> str:
+    def _attribute(self, request: WriteRequest) -> str:
         if request.type == "episodic":
             slug = normalize_attribute(request.attribute) if request.attribute else "-"
             return slug or "-"
@@ -500,3 +510,29 @@ class Ingestor:
         return [Judged(o, v, r, c) for o, (v, r), c in zip(others, verdicts, cosines, strict=True)]
 
     # --- the transaction -----------------------------------------------------------------------
+
+
+_TEXT_FIELDS = ("attribute", "evidence", "source_ref")
+_TIME_FIELDS = ("event_at", "valid_from", "valid_until", "review_at")
+
+
+def _malformed(request: WriteRequest) -> str | None:
+    """What is wrong with a request's field types (hosts build requests by hand), or None."""
+    if not isinstance(request.scope, Scope):
+        return "scope must be a retold.Scope"
+    for name in _TEXT_FIELDS:
+        if not isinstance(getattr(request, name), str | None):
+            return f"{name} must be text or None"
+    for name in _TIME_FIELDS:
+        if not isinstance(getattr(request, name), datetime | None):
+            return f"{name} must be a datetime or None"
+    turn = request.evidence_turn
+    if turn is not None and (isinstance(turn, bool) or not isinstance(turn, int)):
+        return "evidence_turn must be an integer or None"
+    if not isinstance(request.entities, list | tuple) or not all(
+        isinstance(e, EntityMention) for e in request.entities
+    ):
+        return "entities must be a list of retold.EntityMention"
+    if not isinstance(request.tags, list | tuple):
+        return "tags must be a list of text"
+    return None

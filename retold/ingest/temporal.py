@@ -142,9 +142,8 @@ def _month_span(year: int, month: int) -> Span:
 
 def _nearest_year(ref: date, month: int, day: int = 1) -> int:
     """The year that puts month/day closest to the turn (a yearless date means the near one)."""
-    return min(
-        (ref.year - 1, ref.year, ref.year + 1), key=lambda y: abs((date(y, month, min(day, 28)) - ref).days)
-    )
+    day = min(max(day, 1), 28)  # "February 0th" still picks a year; _safe_date then refuses the day
+    return min((ref.year - 1, ref.year, ref.year + 1), key=lambda y: abs((date(y, month, day) - ref).days))
 
 
 def _safe_date(year: int, month: int, day: int) -> date | None:
@@ -177,7 +176,8 @@ def _month_day(m: re.Match[str], ref: date) -> tuple[Span, ...]:
 
 
 def _month_year(m: re.Match[str], ref: date) -> tuple[Span, ...]:
-    return (_month_span(int(m["y"]), _MONTHS[m["month"].lower()]),)
+    year, month = int(m["y"]), _MONTHS[m["month"].lower()]
+    return (_month_span(year, month),) if _safe_date(year, month, 1) else ()  # "March 0000": no span
 
 
 def _month_alone(m: re.Match[str], ref: date) -> tuple[Span, ...]:

@@ -10,9 +10,9 @@ from contextlib import closing
 from datetime import datetime
 from typing import Any
 
-from retold.errors import InvalidArgumentError
+from retold.errors import InvalidArgumentError, StoreError
 from retold.models import Grant, Scope
-from retold.store.database import Database
+from retold.store.database import Database, translate_error
 from retold.store.rows import grant_from_row
 from retold.util import Clock, format_ts, new_id
 
@@ -102,15 +102,22 @@ class AuditMixin:
         one indexed read of the small grants table (well under a millisecond), and WAL
         readers never wait for the writer.
         """
+        self.db._check_open()
+        if self.db.path == ":memory:":  # a second connection would open another, empty database
+            raise StoreError("an in-memory store has no second connection to read from; await grants_for")
         sql = "SELECT * FROM grants WHERE agent_id = ?"
         params: list[Any] = [agent_id]
         if can_write is not None:
             sql += " AND can_write = ?"
             params.append(int(can_write))
-        with closing(sqlite3.connect(self.db.path, timeout=5.0)) as conn:
-            conn.row_factory = sqlite3.Row
-            conn.execute("PRAGMA query_only = ON")
-            rows = conn.execute(sql + " ORDER BY scope_kind, scope_id", params).fetchall()
+        sql += " ORDER BY scope_kind, scope_id"
+        try:
+            with closing(sqlite3.connect(self.db.path, timeout=5.0)) as conn:
+                conn.row_factory = sqlite3.Row
+                conn.execute("PRAGMA query_only = ON")
+                rows = conn.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise translate_error(exc, sql) from exc
         return [grant_from_row(r) for r in rows]
 
     # --- events ---------------------------------------------------------------------------

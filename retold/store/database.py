@@ -28,7 +28,7 @@ import aiosqlite
 from retold.errors import StoreClosedError, StoreError
 from retold.util import new_id
 
-__all__ = ["Database", "Row"]
+__all__ = ["Database", "Row", "translate_error"]
 
 Row = sqlite3.Row
 Params = Sequence[Any] | dict[str, Any]
@@ -175,7 +175,7 @@ class Database:
         try:
             return await conn.execute(sql, params or ())
         except sqlite3.Error as exc:
-            raise _translate(exc, sql) from exc
+            raise translate_error(exc, sql) from exc
 
     async def execute_atomic(self, sql: str, params: Params | None = None) -> int:
         """One statement as its own transaction: two thread hops instead of six.
@@ -201,7 +201,7 @@ class Database:
         try:
             await conn.executemany(sql, rows)
         except sqlite3.Error as exc:
-            raise _translate(exc, sql) from exc
+            raise translate_error(exc, sql) from exc
 
     async def fetchall(self, sql: str, params: Params | None = None) -> list[sqlite3.Row]:
         """Every row, from one trip to the connection's thread (execute, fetch and close).
@@ -215,7 +215,7 @@ class Database:
         try:
             return list(await conn.execute_fetchall(sql, params or ()))
         except sqlite3.Error as exc:
-            raise _translate(exc, sql) from exc
+            raise translate_error(exc, sql) from exc
 
     async def fetchone(self, sql: str, params: Params | None = None) -> sqlite3.Row | None:
         """The first row; the rest are drained so the statement runs to completion (RETURNING)."""
@@ -271,7 +271,8 @@ class Database:
         self._reader = self._writer = None
 
 
-def _translate(exc: sqlite3.Error, sql: str) -> StoreError:
+def translate_error(exc: sqlite3.Error, sql: str) -> StoreError:
+    """A sqlite3 error as a :class:`StoreError` naming the statement (and the busy timeout, if locked)."""
     first = " ".join(sql.split())[:120]
     if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
         return StoreError(

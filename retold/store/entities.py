@@ -8,7 +8,7 @@ from datetime import datetime
 from retold.errors import NotFoundError
 from retold.models import Entity, Scope, SessionInfo, Turn
 from retold.store.database import Database
-from retold.store.rows import entity_from_row, session_from_row, turn_from_row
+from retold.store.rows import entity_from_row, scope_clause, session_from_row, turn_from_row
 from retold.util import Clock, format_ts, parse_ts
 
 __all__ = ["EntitiesMixin", "SessionsMixin"]
@@ -79,13 +79,11 @@ class EntitiesMixin:
         """Entities in ``scopes`` that own the normalised alias, following merges to survivors."""
         if not scopes:
             return []
-        scope_sql = " OR ".join("(e.scope_kind = ? AND e.scope_id = ?)" for _ in scopes)
-        params: list[object] = [alias_norm]
-        for scope in scopes:
-            params += [scope.kind, scope.id]
+        scope_sql, scope_params = scope_clause(scopes, "e.")
+        params: list[object] = [alias_norm, *scope_params]
         sql = f"""SELECT DISTINCT coalesce(e.merged_into, e.id) AS id
                    FROM entity_aliases a JOIN entities e ON e.id = a.entity_id
-                  WHERE a.alias_norm = ? AND ({scope_sql})"""
+                  WHERE a.alias_norm = ? AND {scope_sql}"""
         if kinds:
             sql += f" AND e.kind IN ({', '.join('?' for _ in kinds)})"
             params += list(kinds)

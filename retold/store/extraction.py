@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from retold.models import Record, Scope
 from retold.store.database import Database
+from retold.store.rows import scope_clause
 from retold.util import Clock, format_ts, parse_ts
 
 __all__ = ["ExtractionMixin", "SessionClaim"]
@@ -33,13 +34,6 @@ class SessionClaim:
     reclaimed: bool = False  # an earlier worker's claim had expired without finishing
     rerun: bool = False  # the session had already been extracted (a forced re-run)
     extracted_at: datetime | None = None
-
-
-def _scope_clause(scopes: Sequence[Scope], prefix: str = "") -> tuple[str, list[Any]]:
-    if not scopes:
-        return "0", []
-    clause = " OR ".join(f"({prefix}scope_kind = ? AND {prefix}scope_id = ?)" for _ in scopes)
-    return f"({clause})", [part for s in scopes for part in (s.kind, s.id)]
 
 
 class ExtractionMixin:
@@ -119,7 +113,7 @@ class ExtractionMixin:
         """``(entity_id, kind, canonical)`` of live entities in ``scopes``, newest first."""
         if limit <= 0:
             return []
-        where, params = _scope_clause(scopes)
+        where, params = scope_clause(scopes)
         rows = await self.db.fetchall(
             f"""SELECT id, kind, canonical FROM entities WHERE {where}
                   AND status IN ('provisional', 'confirmed')
@@ -132,7 +126,7 @@ class ExtractionMixin:
         """``<entity name>/<attribute>`` of active semantic and procedural facts, most recent first."""
         if limit <= 0:
             return []
-        where, params = _scope_clause(scopes, "r.")
+        where, params = scope_clause(scopes, "r.")
         rows = await self.db.fetchall(
             f"""SELECT coalesce(e.canonical, '-') AS name, r.attribute,
                        max(coalesce(r.last_reinforced_at, r.created_at)) AS latest

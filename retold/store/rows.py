@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -16,9 +17,22 @@ __all__ = [
     "grant_from_row",
     "record_from_row",
     "record_to_params",
+    "scope_clause",
     "session_from_row",
     "turn_from_row",
 ]
+
+
+def scope_clause(scopes: Sequence[Scope], prefix: str = "") -> tuple[str, list[Any]]:
+    """``(<parenthesised OR of scope matches>, params)``; a clause matching nothing for no scopes.
+
+    ``prefix`` is the table alias with its dot (``"r."``).
+    """
+    if not scopes:
+        return "0", []
+    clause = " OR ".join(f"({prefix}scope_kind = ? AND {prefix}scope_id = ?)" for _ in scopes)
+    return f"({clause})", [part for s in scopes for part in (s.kind, s.id)]
+
 
 RECORD_COLUMNS: tuple[str, ...] = (
     "id", "type", "version", "content", "subject", "subject_entity_id", "attribute",

@@ -30,7 +30,7 @@ from retold.store.entities import EntitiesMixin, SessionsMixin
 from retold.store.extraction import ExtractionMixin
 from retold.store.maintenance import MaintenanceMixin
 from retold.store.migrations import LATEST_VERSION, current_version, migrate
-from retold.store.rows import RECORD_COLUMNS, record_from_row, record_to_params, to_sql
+from retold.store.rows import RECORD_COLUMNS, record_from_row, record_to_params, scope_clause, to_sql
 from retold.store.search import SearchMixin
 from retold.store.vectors import VectorsMixin
 from retold.util import Clock, SystemClock, format_ts
@@ -231,15 +231,12 @@ class Store(
         """
         if not scopes:
             return []
-        where = " OR ".join("(scope_kind = ? AND scope_id = ?)" for _ in scopes)
-        params = [part for s in scopes for part in (s.kind, s.id)]
-        exact = await self.db.fetch_column(
-            f"SELECT id FROM records WHERE id = ? AND ({where})", (ref, *params)
-        )
+        where, params = scope_clause(scopes)
+        exact = await self.db.fetch_column(f"SELECT id FROM records WHERE id = ? AND {where}", (ref, *params))
         if exact or len(ref) != 12:
             return exact
         return await self.db.fetch_column(
-            f"SELECT id FROM records WHERE substr(id, -12) = ? AND ({where}) ORDER BY id", (ref, *params)
+            f"SELECT id FROM records WHERE substr(id, -12) = ? AND {where} ORDER BY id", (ref, *params)
         )
 
     async def records_in_scope(
@@ -376,9 +373,8 @@ class Store(
         if not scopes:
             return EligibleSet()
         statuses = _HISTORY_STATUSES if include_history else ACTIVE_STATUSES
-        scope_sql = " OR ".join("(r.scope_kind = ? AND r.scope_id = ?)" for _ in scopes)
-        params: list[Any] = [v for s in scopes for v in (s.kind, s.id)]
-        where = f"({scope_sql}) AND r.status IN ({', '.join('?' for _ in statuses)})"
+        scope_sql, params = scope_clause(scopes, "r.")
+        where = f"{scope_sql} AND r.status IN ({', '.join('?' for _ in statuses)})"
         params += statuses
         if types:
             where += f" AND r.type IN ({', '.join('?' for _ in types)})"

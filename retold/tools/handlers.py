@@ -32,6 +32,7 @@ from retold.policy.grants import readable_scopes, scopes_from_grants, writable_s
 from retold.policy.targets import TargetResolver, write_targets
 from retold.tools import schemas
 from retold.tools.payloads import record_payload, search_payload
+from retold.util import schema_validator
 
 if TYPE_CHECKING:
     from retold.runtime import Runtime
@@ -178,7 +179,7 @@ class MemoryTools:
             return ToolError("invalid_input", str(exc)[:_MAX_MESSAGE]).as_dict()
 
     def _validate(self, tool: str, schema: dict[str, Any], args: dict[str, Any]) -> None:
-        error = best_match(schemas.validator(schema).iter_errors(args))
+        error = best_match(schema_validator(schema).iter_errors(args))
         if error is not None:
             where = "/".join(str(p) for p in error.absolute_path) or "payload"
             raise ToolError("invalid_input", f"{tool}: {where}: {error.message}"[:_MAX_MESSAGE])

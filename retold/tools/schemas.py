@@ -13,12 +13,8 @@ validator reject every call (the trap §11 warns about).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
-from functools import cache
 from typing import Any
-
-from jsonschema import Draft202012Validator
 
 from retold.models import ENTITY_KINDS, RECORD_TYPES
 
@@ -31,7 +27,6 @@ __all__ = [
     "revise_schema",
     "search_schema",
     "tool_schema",
-    "validator",
     "write_schema",
 ]
 
@@ -204,15 +199,3 @@ def forget_schema() -> dict[str, Any]:
 def tool_schema(name: str, input_schema: dict[str, Any]) -> dict[str, Any]:
     """The framework-neutral registration: name, description, input schema."""
     return {"name": name, "description": DESCRIPTIONS[name], "input_schema": input_schema}
-
-
-@cache
-def _validator(key: str) -> Draft202012Validator:
-    schema = json.loads(key)
-    Draft202012Validator.check_schema(schema)
-    return Draft202012Validator(schema)
-
-
-def validator(schema: dict[str, Any]) -> Draft202012Validator:
-    """A checked, cached draft 2020-12 validator for one published schema."""
-    return _validator(json.dumps(schema, sort_keys=True))

@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
+
 from retold.config import Config
 from retold.models import Principal, Scope
 from retold.testing import FakeJudge
@@ -92,6 +94,29 @@ async def test_tool_writes_reject_host_and_extractor_source_kinds(world: World) 
         result = await world.write(CONCISE, source_kind=kind)
         assert (result.ok, result.error) == (False, "invalid_source_kind")
     assert await world.rt.store.records_in_scope(USER) == []
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"source_kind": "bogus"},
+        {"source_kind": "session_summary"},  # a summary without its session's source_ref
+        {"source_kind": "system", "event_at": "2024-01-01"},
+        {"source_kind": "system", "valid_from": "soon"},
+        {"source_kind": "system", "evidence": 5},
+        {"source_kind": "system", "attribute": 5},
+        {"source_kind": "system", "tags": "a,b"},
+        {"source_kind": "system", "scope": "user:u1"},
+        {"source_kind": "system", "evidence_turn": "2"},
+    ],
+)
+async def test_malformed_host_requests_are_refused_and_write_nothing(
+    world: World, fields: dict[str, object]
+) -> None:
+    before = await world.rt.store.db.fetchval("SELECT count(*) FROM records")
+    result = await world.write("Aditya prefers concise answers.", trusted=True, **fields)
+    assert not result.ok and result.error in ("invalid_input", "invalid_source_kind"), result
+    assert await world.rt.store.db.fetchval("SELECT count(*) FROM records") == before
 
 
 async def test_semantic_and_procedural_writes_need_an_attribute(world: World) -> None:

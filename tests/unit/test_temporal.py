@@ -51,6 +51,11 @@ def test_ordinary_words_are_not_dates(quote: str) -> None:
     assert find_expressions(quote, TURN) == []
 
 
+@pytest.mark.parametrize("quote", ["I moved in March 0000", "on 5 March 0000", "by February 0th"])
+def test_impossible_dates_in_a_quote_resolve_to_nothing(quote: str) -> None:
+    assert find_expressions(quote, TURN) == []
+
+
 def test_support_depends_on_the_expression_and_its_role() -> None:
     quote = "I'm in Lisbon until Friday"
     friday = at(2026, 3, 6)

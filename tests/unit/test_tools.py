@@ -90,6 +90,22 @@ async def test_sync_and_async_schemas_agree(world: World) -> None:
     ]
 
 
+async def test_sync_schemas_refuse_with_a_store_error_where_no_second_connection_can_read(
+    world: World, tmp_path: Any
+) -> None:
+    import retold
+    from retold.errors import StoreClosedError, StoreError
+
+    async with await retold.open_runtime(":memory:") as rt:
+        with pytest.raises(StoreError, match="in-memory"):
+            rt.tools.tool_schemas(world.p)
+        assert names(await rt.tools.atool_schemas(world.p))  # the async path still works
+    closed = await retold.open_runtime(tmp_path / "closed.sqlite")
+    await closed.close()
+    with pytest.raises(StoreClosedError):
+        closed.tools.tool_schemas(world.p)
+
+
 async def test_personal_target_needs_a_read_write_grant(world: World) -> None:
     rt = world.rt
     assert write_targets(rt.tools.tool_schemas(world.p)) == ["personal"]
