@@ -99,7 +99,8 @@ def build_search_graph(rt: Runtime) -> CompiledStateGraph[Any, Any, Any, Any]:
         await retriever.rank(rt, state["run"])
         return {"run": state["run"]}
 
-    def after_rank(state: SearchState) -> Literal["rerank", "respond"]:
+    async def after_rank(state: SearchState) -> Literal["rerank", "respond"]:
+        # async: LangGraph runs a sync edge function in a worker thread (~0.3 ms a search)
         return "rerank" if retriever.wants_rerank(rt, state["run"]) else "respond"
 
     async def rerank(state: SearchState) -> dict[str, Any]:

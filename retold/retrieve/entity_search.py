@@ -9,11 +9,11 @@ batched store call, and the linked records come back ``about`` links first.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from retold.models import Scope
+from retold.models import Principal, Scope
 from retold.retrieve.lexical import is_proper_noun, query_words
 from retold.retrieve.stopwords import STOPWORDS
 from retold.util import normalize_alias
@@ -27,6 +27,7 @@ __all__ = [
     "broad_entities",
     "entity_search",
     "resolve_query_aliases",
+    "selective_aliases",
     "without_entities",
 ]
 
@@ -100,6 +101,35 @@ def broad_entities(counts: dict[str, int], eligible: int, k: int, max_share: flo
     """
     bar = max(k, max_share * eligible)
     return {entity_id for entity_id, count in counts.items() if count > bar}
+
+
+async def selective_aliases(
+    store: Store,
+    candidates: Iterable[str],
+    principal: Principal,
+    scopes: Iterable[Scope],
+    eligible: Collection[str],
+    *,
+    k: int,
+    max_share: float,
+) -> tuple[dict[str, list[str]], set[str]]:
+    """The query's aliases that select records, and the named entities too broad to.
+
+    The searcher's own person entity never selects (every personal record is about them);
+    others are dropped by :func:`broad_entities`. Dropped aliases stay plain query words.
+    """
+    scope_list = list(scopes)
+    aliases = await resolve_query_aliases(store, candidates, scope_list)
+    if not aliases:
+        return {}, set()
+    user = principal.user_scope
+    own = await store.entities_by_alias(normalize_alias(user.id), scopes=[user], kinds=["person"])
+    aliases = without_entities(aliases, [e.id for e in own])
+    if not aliases:
+        return {}, set()
+    counts = await store.entity_link_counts({e for ids in aliases.values() for e in ids}, eligible)
+    broad = broad_entities(counts, len(eligible), k, max_share)
+    return without_entities(aliases, broad), broad
 
 
 @dataclass(frozen=True)

@@ -307,6 +307,9 @@ def fts_query(terms: Iterable[QueryTerm]) -> str:
     return " OR ".join(_quote(" ".join(tokens)) for tokens in seen)
 
 
+MAX_VARIANTS = 8
+"""Inflections per word, the most frequent first: bounds the FTS query of a 300-word paste."""
+
 STEM_MIN_CHARS = 3
 """Stems shorter than this ("go", "us") would gather unrelated words; such terms match exactly."""
 
@@ -323,27 +326,29 @@ def stem(token: str) -> str:
     return str(_stemmer().stemWord(token))
 
 
-async def with_variants(store: Store, terms: list[QueryTerm]) -> list[QueryTerm]:
+async def with_variants(store: Store, per_query: list[list[QueryTerm]]) -> list[list[QueryTerm]]:
     """Each plain word with the indexed words sharing its Snowball stem ("painted" for "paint").
 
     The index keeps the spec's unstemmed ``unicode61`` tokens; asking for the vocabulary's
     inflections gives the lexical channel a stemmer's recall without re-tokenising stored
-    text, and a candidate must still share the stem exactly (not merely the prefix).
+    text, and a candidate must still share the stem exactly (not merely the prefix). Every
+    query's words are looked up in one store call.
     """
-    stems = {t.tokens[0]: stem(t.tokens[0]) for t in terms if t.stemmable}
+    stems = {t.tokens[0]: stem(t.tokens[0]) for terms in per_query for t in terms if t.stemmable}
     stems = {token: s for token, s in stems.items() if len(s) >= STEM_MIN_CHARS}
     if not stems:
-        return terms
+        return per_query
     found = await store.term_variants(sorted(set(stems.values())))
-    out = []
-    for term in terms:
+
+    def expand(term: QueryTerm) -> QueryTerm:
         root = stems.get(term.tokens[0]) if term.stemmable else None
         if root is None:
-            out.append(term)
-            continue
-        variants = tuple(v for v, _ in found[root] if v != term.tokens[0] and stem(v) == root)
-        out.append(dataclasses.replace(term, variants=variants))
-    return out
+            return term
+        same = [(doc, v) for v, doc in found[root] if v != term.tokens[0] and stem(v) == root]
+        variants = tuple(v for _, v in sorted(same, key=lambda dv: (-dv[0], dv[1]))[:MAX_VARIANTS])
+        return dataclasses.replace(term, variants=variants)
+
+    return [[expand(t) for t in terms] for terms in per_query]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -459,7 +464,7 @@ async def lexical_search(
     """
     if not eligible or k <= 0:
         return []
-    per_query = [await with_variants(store, query_terms(q, entity_aliases)) for q in queries]
+    per_query = await with_variants(store, [query_terms(q, entity_aliases) for q in queries])
     terms = await _selective_terms(store, [t for q in per_query for t in q])
     match = fts_query(terms)
     if not match:

@@ -36,20 +36,14 @@ from retold.policy.grants import readable_scopes
 from retold.policy.prompt import POLICY_VERSION
 from retold.retrieve.budget import fill_budget
 from retold.retrieve.dedup import collapse_duplicates
-from retold.retrieve.entity_search import (
-    alias_candidates,
-    broad_entities,
-    entity_search,
-    resolve_query_aliases,
-    without_entities,
-)
+from retold.retrieve.entity_search import alias_candidates, entity_search, selective_aliases
 from retold.retrieve.explain import build_explanation
 from retold.retrieve.freshness import apply_freshness
 from retold.retrieve.fusion import fuse
 from retold.retrieve.gate import GateSubject, empty_reason, gate
 from retold.retrieve.lexical import lexical_search
 from retold.retrieve.rewrite import rewrite_stage
-from retold.util import new_id, normalize_alias
+from retold.util import new_id
 
 if TYPE_CHECKING:
     from retold.runtime import Runtime
@@ -173,21 +167,16 @@ async def generate(rt: Runtime, run: SearchRun) -> None:
 
     async def lexical_and_entity() -> None:
         t = time.perf_counter()
-        hints = list(run.request.entities or [])
-        aliases = await resolve_query_aliases(
-            rt.store, alias_candidates(run.queries, hints, rt.config.retrieval.max_alias_tokens), run.scopes
+        aliases, broad = await selective_aliases(
+            rt.store,
+            alias_candidates(run.queries, run.request.entities, rt.config.retrieval.max_alias_tokens),
+            run.principal,
+            run.scopes,
+            run.eligible,
+            k=k,
+            max_share=rt.config.retrieval.entity_max_share,
         )
-        if aliases:
-            user = run.principal.user_scope
-            own = await rt.store.entities_by_alias(normalize_alias(user.id), scopes=[user], kinds=["person"])
-            aliases = without_entities(aliases, [e.id for e in own])
-        if aliases:
-            counts = await rt.store.entity_link_counts(
-                {e for ids in aliases.values() for e in ids}, run.eligible
-            )
-            broad = broad_entities(counts, len(run.eligible), k, rt.config.retrieval.entity_max_share)
-            run.broad_entities = sorted(broad)
-            aliases = without_entities(aliases, broad)
+        run.broad_entities = sorted(broad)
         alias_set = frozenset(aliases)
         run.lexical = await lexical_search(rt.store, run.queries, run.eligible, k, entity_aliases=alias_set)
         t = run.mark("lexical", t)

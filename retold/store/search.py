@@ -92,13 +92,13 @@ class SearchMixin:
                 counts.clear()
         return cache[1], {t: counts.get(t, 0) for t in tokens}
 
-    async def term_variants(self, stems: Sequence[str], limit: int = 64) -> dict[str, list[tuple[str, int]]]:
+    async def term_variants(self, stems: Sequence[str], limit: int = 256) -> dict[str, list[tuple[str, int]]]:
         """{stem: [(indexed term starting with it, records containing it), ...]} for each stem.
 
         The lexical channel matches inflections ("painted" for "paint") without a stemming
         tokenizer: the index keeps the spec's ``unicode61`` tokens, and the query asks for the
         words the vocabulary actually holds. fts5vocab answers a term range from its index;
-        at most ``limit`` terms per stem, kept until ``records_version`` moves.
+        at most ``limit`` terms per stem (in term order), kept until ``records_version`` moves.
         """
         version = int(await self.db.fetchval("SELECT value FROM store_meta WHERE key = 'records_version'"))
         cache = getattr(self, "_term_variants", None)
