@@ -71,7 +71,7 @@ async def main(path: Path) -> None:
                 "attribute": "answer_style", "source_kind": "user_statement",
                 "evidence": "I prefer concise answers without preamble"}  # fmt: skip
         model = ScriptedChatModel(
-            replies=[
+            responses=[
                 AIMessage("", tool_calls=[{"name": "memory_write", "args": args, "id": "w1"}]),
                 AIMessage("Noted."),
                 AIMessage("Here is the summary, short and direct."),

@@ -43,7 +43,7 @@ async def main(path: Path) -> None:
         await rt.host.provision_user("u1", aliases=["Aditya"])
         await rt.host.grant("planner", Scope("user", "u1"), read=True, write=True)
         model = ScriptedChatModel(
-            replies=[
+            responses=[
                 write(OLD, "I prefer concise answers without preamble"),
                 AIMessage("Noted: concise, no preamble."),
                 AIMessage("Here is the summary, short and direct."),

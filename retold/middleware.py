@@ -196,6 +196,9 @@ class RetoldMiddleware(AgentMiddleware[RetoldState, Any, Any]):
 
     # --- wrap_model_call: policy text and the caller's tool schemas -------------------------
 
+    async def _schemas(self, principal: Principal) -> list[dict[str, Any]]:
+        return await self.runtime.tools.atool_schemas(principal, names=self._names)
+
     def _request(self, request: ModelRequest, principal_schemas: list[dict[str, Any]]) -> ModelRequest:
         return request.override(
             system_message=with_policy(request.system_message, self.policy),
@@ -206,15 +209,14 @@ class RetoldMiddleware(AgentMiddleware[RetoldState, Any, Any]):
         self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
     ) -> ModelResponse:
         principal = self._principal(request.runtime, require_session=False)
-        return handler(self._request(request, self.runtime.tools.tool_schemas(principal, names=self._names)))
+        principal_schemas = self._bridge.call(lambda: self._schemas(principal))
+        return handler(self._request(request, principal_schemas))
 
     async def awrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
     ) -> ModelResponse:
         principal = self._principal(request.runtime, require_session=False)
-        principal_schemas = await self._bridge.acall(
-            lambda: self.runtime.tools.atool_schemas(principal, names=self._names)
-        )
+        principal_schemas = await self._bridge.acall(lambda: self._schemas(principal))
         return await handler(self._request(request, principal_schemas))  # the model runs here, not there
 
     # --- session end ------------------------------------------------------------------------

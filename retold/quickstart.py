@@ -59,7 +59,7 @@ async def story(path: Path) -> dict[str, dict[str, Any]]:
         await rt.host.provision_user("u1", aliases=["Aditya"])
         await rt.host.grant("planner", Scope("user", "u1"), read=True, write=True)
         p = await rt.hooks.on_session_start(Principal(agent_id="planner", user_id="u1", session_id="s1"))
-        console.print(f"tools offered: {', '.join(s['name'] for s in rt.tools.tool_schemas(p))}")
+        console.print(f"tools offered: {', '.join(s['name'] for s in await rt.tools.atool_schemas(p))}")
 
         async def turn(role: str, text: str) -> None:
             nonlocal p

@@ -44,11 +44,11 @@ __all__ = [
     "RECALL_HEADER",
     "RECALL_MARK",
     "RECORDED_KEY",
-    "LoopBridge",
     "MemoryTool",
     "RetoldContext",
     "current_context",
     "end_session",
+    "host_recall",
     "is_recall",
     "memory_tools",
     "merge_recorded",
@@ -291,41 +291,53 @@ def recall_messages(payload: dict[str, Any], text: str) -> list[BaseMessage]:
     return [call, result]
 
 
-async def recall(rt: Runtime, principal: Principal, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
-    """One host-issued search for a pending user turn; the messages to append (maybe none).
+async def host_recall(
+    rt: Runtime, principal: Principal, text: str, context: str | None, *, what: str = "user turn"
+) -> tuple[dict[str, Any], str] | None:
+    """One host-issued search on ``text`` (spec §14.1): its payload and ``recalled memory`` block.
 
-    A turn shorter than ``trigger.auto_min_query_chars`` (whitespace-normalized) is skipped
-    with a ``trigger.skipped`` event. An empty response appends nothing; its search_log row
-    is written by the search itself either way.
+    ``text`` shorter than ``trigger.auto_min_query_chars`` (whitespace-normalized; ``what``
+    names it in the event) is skipped with a ``trigger.skipped`` event. A refused or empty
+    search returns None; its search_log row is written by the search itself either way.
+    Every adapter's host search goes through here, and through the handler the model's
+    tool uses, so the pipeline, the gate and the log are the same.
     """
-    turn = pending_user_turn(messages)
-    if turn is None:
-        return []
     trigger = rt.config.retrieval.trigger
-    text = " ".join(turn.text.split())
-    if not text or len(text) < trigger.auto_min_query_chars:
+    query = " ".join(text.split())
+    if not query or len(query) < trigger.auto_min_query_chars:
         await rt.store.append_event(
             "trigger.skipped",
             principal.agent_id,
             payload={
-                "reason": "user turn shorter than trigger.auto_min_query_chars",
-                "chars": len(text),
+                "reason": f"{what} shorter than trigger.auto_min_query_chars",
+                "chars": len(query),
                 "min_chars": trigger.auto_min_query_chars,
                 "session_id": principal.session_id,
                 "user_id": principal.user_id,
             },
         )
-        return []
-    context = search_context(messages, rt.config.retrieval.rewrite.max_context_chars)
-    # The handler the model's tool uses, so the pipeline, the gate and the log are the same.
-    payload = {"queries": [text], "k": trigger.auto_k}
+        return None
+    payload = {"queries": [query], "k": trigger.auto_k}
     result = await rt.tools.call(principal, "memory_search", payload, context=context, trigger="auto")
     if not result.get("ok"):
         log.warning("host-issued memory search refused (%s): %s", result.get("error"), result.get("message"))
-        return []
+        return None
     if not result["results"]:
-        return []  # an empty search appends nothing; its search_log row is written all the same
-    return recall_messages(payload, _recall_text(result["rendered"]))
+        return None  # an empty search appends nothing; its search_log row is written all the same
+    return payload, _recall_text(result["rendered"])
+
+
+async def recall(rt: Runtime, principal: Principal, messages: Sequence[BaseMessage]) -> list[BaseMessage]:
+    """One host-issued search for a pending user turn; the messages to append (maybe none).
+
+    See :func:`host_recall` for the short-turn skip and the empty result.
+    """
+    turn = pending_user_turn(messages)
+    if turn is None:
+        return []
+    context = search_context(messages, rt.config.retrieval.rewrite.max_context_chars)
+    found = await host_recall(rt, principal, turn.text, context)
+    return recall_messages(*found) if found else []
 
 
 # --- prompt -------------------------------------------------------------------------------
@@ -364,18 +376,15 @@ class MemoryTool(BaseTool):
     """
 
     memory_runtime: Any = Field(exclude=True)
-    bridge: Any = Field(default=None, exclude=True)
-
-    def _bridge(self) -> LoopBridge:
-        return self.bridge or LoopBridge(self.memory_runtime)
+    bridge: LoopBridge = Field(exclude=True)
 
     def _run(self, config: RunnableConfig, **kwargs: Any) -> str:
         context = current_context()
-        return self._bridge().call(lambda: self._call(context, config, kwargs))
+        return self.bridge.call(lambda: self._call(context, config, kwargs))
 
     async def _arun(self, config: RunnableConfig, **kwargs: Any) -> str:
         context = current_context()  # read here: the run's context does not travel to the owning loop
-        return await self._bridge().acall(lambda: self._call(context, config, kwargs))
+        return await self.bridge.acall(lambda: self._call(context, config, kwargs))
 
     async def _call(self, context: Any, config: RunnableConfig, payload: dict[str, Any]) -> str:
         rt: Runtime = self.memory_runtime
@@ -402,9 +411,9 @@ def _generic_schemas(rt: Runtime) -> dict[str, dict[str, Any]]:
 
 
 def memory_tools(
-    rt: Runtime, mode: str = "tool_only", *, bridge: LoopBridge | None = None
+    rt: Runtime, mode: str | None = "tool_only", *, bridge: LoopBridge | None = None
 ) -> list[MemoryTool]:
-    """The memory tools for a trigger mode, identity-free until called inside a run."""
+    """The memory tools for a trigger mode (``None``: the configured one), identity-free until called."""
     bridge = bridge or LoopBridge(rt)
     generic = _generic_schemas(rt)
     return [

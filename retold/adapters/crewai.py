@@ -63,12 +63,11 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
     ) from exc
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from retold.adapters.common import RECALL_HEADER, resolve_mode, tool_names, tool_text
+from retold.adapters.common import host_recall, resolve_mode, tool_names, tool_text
 from retold.adapters.portal import LoopBridge, RuntimePortal
 from retold.errors import InvalidArgumentError
-from retold.models import Principal, SearchRequest
+from retold.models import Principal
 from retold.policy.prompt import policy_text
-from retold.retrieve.render import render_search
 from retold.tools import schemas
 
 if TYPE_CHECKING:
@@ -195,7 +194,8 @@ class MemoryLLM(BaseLLM):
     async def acall(self, messages: Any, **options: Any) -> Any:
         """:meth:`call` for ``akickoff()``."""
         memory: CrewAIMemory = self.retold_memory
-        task_text = memory._first_call(messages, options.get("from_task"))
+        # It flushes CrewAI's event bus (a blocking wait): off this loop.
+        task_text = await asyncio.to_thread(memory._first_call, messages, options.get("from_task"))
         if task_text is not None:
             block = await memory._acall(lambda: memory._open_task(task_text))
             messages = memory._apply_recall(messages, block)
@@ -352,7 +352,7 @@ class CrewAIMemory:
 
     async def aend_session(self) -> bool:
         """:meth:`end_session` for async hosts."""
-        self._flush_bus()
+        await asyncio.to_thread(self._flush_bus)  # a blocking wait for CrewAI's handler threads
         return await self._acall(self._end)
 
     # --- running on the owning loop -------------------------------------------------------
@@ -455,26 +455,8 @@ class CrewAIMemory:
 
     async def _host_recall(self, text: str) -> str | None:
         """One host-issued search on the task (spec §14.1); a short task is skipped with an event."""
-        trigger = self.runtime.config.retrieval.trigger
-        query = " ".join(text.split())
-        principal = self._principal
-        if len(query) < trigger.auto_min_query_chars:
-            await self.runtime.store.append_event(
-                "trigger.skipped",
-                principal.agent_id,
-                payload={
-                    "reason": "task shorter than trigger.auto_min_query_chars",
-                    "chars": len(query),
-                    "min_chars": trigger.auto_min_query_chars,
-                    "session_id": principal.session_id,
-                    "user_id": principal.user_id,
-                },
-            )
-            return None
-        context = self._search_context()
-        request = SearchRequest(queries=[query], context=context, k=trigger.auto_k, trigger="auto")
-        response = await self.runtime.search(principal, request)
-        return render_search(response, header=RECALL_HEADER) if response.results else None
+        found = await host_recall(self.runtime, self._principal, text, self._search_context(), what="task")
+        return found[1] if found else None
 
     async def _end(self) -> bool:
         if self._ended:

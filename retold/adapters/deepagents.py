@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from retold.adapters.common import RetoldContext, memory_tools, tool_names
 from retold.adapters.common import end_session as _end_session
 from retold.adapters.portal import LoopBridge
-from retold.errors import MissingExtraError
+from retold.errors import InvalidArgumentError, MissingExtraError
 from retold.middleware import RetoldMiddleware
 from retold.policy.prompt import policy_text
 
@@ -58,7 +58,7 @@ def with_memory_tools(spec: dict[str, Any], runtime: Runtime, mode: str | None =
     agent's tools, which :func:`create_memory_agent` already extends, so it is returned
     unchanged apart from the prompt.
     """
-    tools = memory_tools(runtime, mode if mode is not None else runtime.config.retrieval.trigger.mode)
+    tools = memory_tools(runtime, mode)  # None: the configured trigger mode
     names = {t.name for t in tools}
     updated = dict(spec)
     if "tools" in spec:
@@ -102,7 +102,7 @@ def create_memory_agent(
     known = {getattr(t, "name", None) for t in tools or []}
     clash = known & set(tool_names(memory.mode))
     if clash:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"tools already named {', '.join(sorted(clash))}: retold adds its memory tools itself"
         )
     return create_deep_agent(

@@ -15,27 +15,19 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-from langchain_core.language_models.chat_models import BaseChatModel
-from langchain_core.messages import AIMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
+from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
 
 __all__ = ["ScriptedChatModel", "run_example"]
 
 
-class ScriptedChatModel(BaseChatModel):
-    """Replies in order; ``bind_tools`` is accepted and ignored (the replies name the tools)."""
+class ScriptedChatModel(FakeMessagesListChatModel):
+    """langchain-core's fake that replies ``responses`` in order, able to take tools.
 
-    replies: list[AIMessage]
-
-    @property
-    def _llm_type(self) -> str:
-        return "scripted"
+    ``bind_tools`` is accepted and ignored: the replies name the tools they call.
+    """
 
     def bind_tools(self, tools: Any, **kwargs: Any) -> ScriptedChatModel:
         return self
-
-    def _generate(self, messages: Any, stop: Any = None, run_manager: Any = None, **kw: Any) -> ChatResult:
-        return ChatResult(generations=[ChatGeneration(message=self.replies.pop(0))])
 
 
 def run_example(main: Callable[[Path], Coroutine[Any, Any, None]], argv: list[str] | None = None) -> None:

@@ -87,22 +87,22 @@ def build_extraction_graph(rt: Runtime) -> CompiledStateGraph[Any, Any, Any, Any
         route.__name__ = f"after_{after}"
         return route
 
-    async def finish(state: ExtractionState) -> dict[str, Any]:
-        run = state["run"]
-        await extraction.finish(rt, run)
-        assert run.result is not None
-        return {"run": run, "result": run.result.as_dict()}
+    def outcome(step: Stage) -> Callable[[ExtractionState], Awaitable[dict[str, Any]]]:
+        """``finish`` or ``fail``: the run's end, and its result as the graph's output."""
 
-    async def fail(state: ExtractionState) -> dict[str, Any]:
-        run = state["run"]
-        await extraction.fail(rt, run)
-        assert run.result is not None
-        return {"run": run, "result": run.result.as_dict()}
+        async def end(state: ExtractionState) -> dict[str, Any]:
+            run = state["run"]
+            await step(rt, run)
+            assert run.result is not None
+            return {"run": run, "result": run.result.as_dict()}
+
+        end.__name__ = step.__name__
+        return end
 
     for name, stage in STAGES:
         graph.add_node(name, node(stage))  # type: ignore[arg-type]
-    graph.add_node("finish", finish)  # type: ignore[arg-type]
-    graph.add_node("fail", fail)  # type: ignore[arg-type]
+    graph.add_node("finish", outcome(extraction.finish))  # type: ignore[arg-type]
+    graph.add_node("fail", outcome(extraction.fail))  # type: ignore[arg-type]
     graph.add_edge(START, names[0])
     for index, name in enumerate(names):
         nxt = names[index + 1] if index + 1 < len(names) else "finish"

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import os
 import re
+import threading
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.language_models.chat_models import BaseChatModel
@@ -40,30 +41,39 @@ if TYPE_CHECKING:
 __all__ = ["ScriptedMemoryModel", "extraction_graph", "memory_agent", "search_graph"]
 
 _opened: dict[str, Any] = {}
-_lock = asyncio.Lock()
+_lock = threading.Lock()
 _PREFERENCE = re.compile(r"\b(i prefer|i like|i always|i never|remember that|i want)\b", re.IGNORECASE)
 
 
-async def runtime() -> Runtime:
-    """The process's runtime over ``RETOLD_STORE`` / ``RETOLD_CONFIG``, opened on first use."""
-    async with _lock:
+def _open_runtime() -> Runtime:
+    """Open the runtime once per process, on a portal (blocking: runs in a worker thread).
+
+    A thread lock, not an asyncio one: the server calls the factories from more than one
+    event loop, and an asyncio lock is bound to the first loop that waits on it.
+    """
+    with _lock:
         rt = _opened.get("runtime")
         if rt is None or rt.closed:
             import retold
             from retold.adapters.portal import RuntimePortal
 
-            config_path = os.environ.get("RETOLD_CONFIG") or None
-            config = await asyncio.to_thread(retold.load_config, config_path)
+            if "portal" in _opened:
+                _opened["portal"].close()  # its runtime was closed: stop its thread too
+            config = retold.load_config(os.environ.get("RETOLD_CONFIG") or None)
             # The server runs invocations on more than one event-loop thread: a portal's
             # long-lived loop owns the runtime, and the agent's middleware hands its calls there.
-            store = os.environ.get("RETOLD_STORE") or "memory.sqlite"
-            portal = await asyncio.to_thread(RuntimePortal.open, store, config)
+            portal = RuntimePortal.open(os.environ.get("RETOLD_STORE") or "memory.sqlite", config)
             rt = portal.runtime
             assert rt is not None
             _opened.clear()
             _opened["runtime"] = rt
             _opened["portal"] = portal
         return rt
+
+
+async def runtime() -> Runtime:
+    """The process's runtime over ``RETOLD_STORE`` / ``RETOLD_CONFIG``, opened on first use."""
+    return await asyncio.to_thread(_open_runtime)
 
 
 async def search_graph(config: RunnableConfig) -> Any:

@@ -11,6 +11,7 @@ from langchain_core.tools import tool
 from langgraph.checkpoint.memory import InMemorySaver
 
 from retold.adapters.deepagents import create_memory_agent, end_session, with_memory_tools
+from retold.errors import InvalidArgumentError
 from retold.middleware import RetoldContext
 from retold.policy.prompt import policy_text
 from retold.tools.schemas import TOOL_NAMES
@@ -141,5 +142,5 @@ def test_a_caller_tool_with_a_memory_tool_name_is_refused(memory: Memory) -> Non
         """Another memory."""
         return ""
 
-    with pytest.raises(ValueError, match="memory_search"):
+    with pytest.raises(InvalidArgumentError, match="memory_search"):
         create_memory_agent(memory.rt, ScriptedChatModel(script=[]), tools=[memory_search])
