@@ -69,15 +69,21 @@ class Database:
         conn.row_factory = sqlite3.Row
         # Every statement's cursor is drained and closed: an unfinished statement keeps its
         # lock on the file, and a second connection would then wait out the busy timeout.
-        for pragma in (
-            f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}",
-            "PRAGMA foreign_keys = ON",
-            "PRAGMA synchronous = NORMAL",
-            "PRAGMA secure_delete = ON",
-            # Id sets for joins live in temporary tables; keep them off the disk.
-            "PRAGMA temp_store = MEMORY",
-        ):
-            await conn.execute_fetchall(pragma)
+        try:
+            for pragma in (
+                f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}",
+                "PRAGMA foreign_keys = ON",
+                "PRAGMA synchronous = NORMAL",
+                "PRAGMA secure_delete = ON",
+                # Id sets for joins live in temporary tables; keep them off the disk.
+                "PRAGMA temp_store = MEMORY",
+            ):
+                await conn.execute_fetchall(pragma)
+        except BaseException:
+            # Not a database, or unreadable: close it here, or its (non-daemon) connection
+            # thread keeps the process alive after the error is reported.
+            await conn.close()
+            raise
         return conn
 
     @property

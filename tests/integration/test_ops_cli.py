@@ -233,3 +233,16 @@ def test_reembed_refuses_stale_floors_then_rebuilds_with_the_packaged_model(tmp_
     (event,) = asyncio.run(events())
     assert event["actor"] == "ops" and event["payload"]["model"] == model and event["payload"]["records"] == 2
     assert ids
+
+
+def test_a_file_that_is_not_a_database_fails_at_once_and_exits(tmp_path: Path) -> None:
+    """The failed connection is closed: its thread used to keep the process alive after the error."""
+    garbage = tmp_path / "garbage.sqlite"
+    garbage.write_text("not a database, only text that is long enough to have a header page\n" * 4)
+    proc = subprocess.run(
+        [sys.executable, "-m", "retold", "expire", "--store", str(garbage)],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 1, (proc.returncode, proc.stderr)
+    assert "file is not a database" in one_line_error(proc)
+    assert garbage.read_text().startswith("not a database")  # untouched
