@@ -10,11 +10,22 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
+from typing import Protocol
 
 from retold.config import FreshnessConfig
-from retold.models import Candidate, Record
+from retold.models import Candidate
 
 __all__ = ["apply_freshness", "freshness_multiplier"]
+
+
+class Dated(Protocol):
+    """A record, or the gate's subject of one: its type and when the event happened."""
+
+    @property
+    def type(self) -> str: ...
+
+    @property
+    def event_at(self) -> datetime | None: ...
 
 
 def freshness_multiplier(event_at: datetime, now: datetime, config: FreshnessConfig) -> float:
@@ -24,7 +35,7 @@ def freshness_multiplier(event_at: datetime, now: datetime, config: FreshnessCon
 
 def apply_freshness(
     candidates: list[Candidate],
-    records: Mapping[str, Record],
+    records: Mapping[str, Dated],
     now: datetime,
     config: FreshnessConfig,
     *,
@@ -33,7 +44,7 @@ def apply_freshness(
     """Set ``freshness_multiplier`` and ``score`` on episodic candidates; re-sort by score."""
     for candidate in candidates:
         record = records.get(candidate.record_id)
-        if skip or record is None or record.type != "episodic":
+        if skip or record is None or record.type != "episodic" or record.event_at is None:
             candidate.freshness_multiplier = None
             candidate.score = candidate.rrf_score
             continue

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 
 from retold.config import GateFloors
 from retold.models import Candidate
@@ -22,10 +23,12 @@ __all__ = ["GateSubject", "channel_count", "empty_reason", "gate", "missed_floor
 
 @dataclass(frozen=True)
 class GateSubject:
-    """What the gate needs to know about a candidate's record."""
+    """What ranking needs to know about a candidate's record: the gate reads type and source
+    kind, freshness the type and event time (None when a caller has no use for it)."""
 
     type: str
     source_kind: str
+    event_at: datetime | None = None
 
 
 def channel_count(candidate: Candidate) -> int:

@@ -207,15 +207,18 @@ async def rank(rt: Runtime, run: SearchRun) -> None:
     # Hard isolation invariant: nothing outside the eligible set goes any further.
     fused = [c for c in fused if c.record_id in run.eligible]
     run.fused_log = [[c.record_id, c.fused_rank, round(c.rrf_score, 6)] for c in fused]
-    missing = [c.record_id for c in fused if c.record_id not in run.records]
-    run.records.update({r.id: r for r in await rt.store.get_records(missing)})
-    fused = [c for c in fused if c.record_id in run.records]
-    run.subjects = {rid: GateSubject(r.type, r.source_kind) for rid, r in run.records.items()}
+    # Whole records for the lexical and entity candidates were loaded during generate; of the
+    # dense-only ones, read just what ranking needs: most of them fail the gate.
+    run.subjects = {rid: GateSubject(r.type, r.source_kind, r.event_at) for rid, r in run.records.items()}
+    missing = [c.record_id for c in fused if c.record_id not in run.subjects]
+    for rid, (kind, source_kind, event_at) in (await rt.store.record_facts(missing)).items():
+        run.subjects[rid] = GateSubject(kind, source_kind, event_at)
+    fused = [c for c in fused if c.record_id in run.subjects]
     t = run.mark("fuse", t)
     run.timings["fuse"] = round(run.timings["fuse"] + run.prefetch_ms, 3)  # loads done during generate
     skip = run.request.since is not None or run.request.until is not None
     run.candidates = apply_freshness(
-        fused, run.records, run.started_at or rt.clock.now(), cfg.freshness, skip=skip
+        fused, run.subjects, run.started_at or rt.clock.now(), cfg.freshness, skip=skip
     )
     t = run.mark("freshness", t)
     floors = cfg.gate.floors_for(run.request.trigger)
@@ -232,7 +235,14 @@ async def rank(rt: Runtime, run: SearchRun) -> None:
     t = run.mark("gate", t)
     cosine = rt.index.cosine_lookup([c.record_id for c in run.kept])
     run.kept, run.deduped_out = collapse_duplicates(run.kept, cosine, cfg.dedup_cosine)
-    run.mark("dedup", t)
+    t = run.mark("dedup", t)
+    # The survivors go on to the reranker, the budget and the explanations: whole records now
+    # (candidate loading, so its time is counted in `fuse`).
+    survivors = [c.record_id for c in run.kept if c.record_id not in run.records]
+    if survivors:
+        run.records.update({r.id: r for r in await rt.store.get_records(survivors)})
+        run.kept = [c for c in run.kept if c.record_id in run.records]  # gone since: not served
+        run.timings["fuse"] = round(run.timings["fuse"] + (time.perf_counter() - t) * 1000.0, 3)
 
 
 def wants_rerank(rt: Runtime, run: SearchRun) -> bool:

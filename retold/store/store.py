@@ -33,7 +33,7 @@ from retold.store.migrations import LATEST_VERSION, current_version, migrate
 from retold.store.rows import RECORD_COLUMNS, record_from_row, record_to_params, scope_clause, to_sql
 from retold.store.search import SearchMixin
 from retold.store.vectors import VectorsMixin
-from retold.util import Clock, SystemClock, format_ts
+from retold.util import Clock, SystemClock, format_ts, parse_ts
 
 __all__ = ["Store"]
 
@@ -195,6 +195,24 @@ class Store(
         if record is None:
             raise NotFoundError(f"no record {record_id!r}")
         return record
+
+    async def record_facts(self, record_ids: Iterable[str]) -> dict[str, tuple[str, str, datetime]]:
+        """``{id: (type, source_kind, event_at)}``: what ranking and the gate read of a candidate.
+
+        A search scores dozens of candidates and keeps a few; reading these three columns
+        for the rest costs one small read instead of whole records with their entity links.
+        """
+        ids = list(dict.fromkeys(record_ids))
+        found: dict[str, tuple[str, str, datetime]] = {}
+        for start in range(0, len(ids), _IN_LIST_MAX):
+            chunk = ids[start : start + _IN_LIST_MAX]
+            marks = ", ".join("?" * len(chunk))
+            rows = await self.db.fetchall(
+                f"SELECT id, type, source_kind, event_at FROM records WHERE id IN ({marks})", chunk
+            )
+            for rid, kind, source_kind, event_at in rows:
+                found[rid] = (kind, source_kind, parse_ts(event_at))  # type: ignore[assignment]
+        return found
 
     async def get_records(self, record_ids: Iterable[str]) -> list[Record]:
         """Records by id, in the order given (unknown ids are skipped)."""
