@@ -5,12 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from langchain_core.messages import HumanMessage
+from unit.writepath import make_world  # tests/ is on sys.path (rootdir-relative packages)
 
 from retold.adapters.common import RECALL_HEADER, host_recall, recall
 from retold.adapters.crewai import CrewAIMemory
 from retold.config import Config
-
-from .writepath import make_world
 
 QUOTE = "I prefer concise answers without preamble"
 

@@ -18,6 +18,7 @@ from langchain.agents import create_agent
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
+from unit.writepath import USER, World, make_world  # tests/ is on sys.path (rootdir-relative packages)
 
 import retold
 from retold.adapters.crewai import RuntimePortal as CrewAIRuntimePortal
@@ -26,8 +27,6 @@ from retold.adapters.portal import LoopBridge, RuntimePortal
 from retold.middleware import RetoldContext, RetoldMiddleware
 from retold.models import Principal
 from retold.testing import FakeClock, FakeEmbedder, FakeJudge
-
-from .writepath import USER, World, make_world
 
 T = TypeVar("T")
 CTX = RetoldContext(agent_id="planner", user_id="u1")
