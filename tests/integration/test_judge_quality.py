@@ -8,7 +8,6 @@ labelled set in ``tests/data/``; ``benchmarks/judge_quality.py`` prints the same
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from benchmark_module import load_benchmark
 
 from retold.config import Config
 from retold.ingest.equivalence import ConservativeJudge, build_judge
@@ -28,18 +28,9 @@ BENCHMARK = ROOT / "benchmarks" / "judge_quality.py"
 SAME_SUBJECT = "same subject, different attribute"
 
 
-def _load_benchmark() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("judge_quality", BENCHMARK)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses resolve their annotations through sys.modules
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def bench() -> ModuleType:
-    return _load_benchmark()
+    return load_benchmark("judge_quality")
 
 
 @pytest.fixture(scope="module")

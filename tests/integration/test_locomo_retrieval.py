@@ -7,15 +7,14 @@ ingestor's duplicate merge is exercised: the merged record must count for both `
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from benchmark_module import load_benchmark
 
 pytestmark = pytest.mark.integration
 
@@ -30,15 +29,6 @@ LOCOMO = Path(
 needs_locomo = pytest.mark.skipif(
     not LOCOMO.exists(), reason="LoCoMo data (CC BY-NC, not shipped) is not available"
 )
-
-
-def _load_benchmark() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("locomo_retrieval", BENCHMARK)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses resolve their annotations through sys.modules
-    spec.loader.exec_module(module)
-    return module
 
 
 def tiny_locomo(path: Path, sessions: int = 2) -> str:
@@ -63,7 +53,7 @@ def tiny_locomo(path: Path, sessions: int = 2) -> str:
 
 
 def test_scoring_counts_a_merged_record_for_every_dia_id() -> None:
-    bench = _load_benchmark()
+    bench = load_benchmark("locomo_retrieval")
     question = bench.Question("conv", "q?", "a", ("D1:1", "D2:5"), 4)
     asked = bench.Asked(question, {"D1:1", "D2:5"})
     absorbed = {"r1": ["D1:1", "D2:5"], "r2": ["D1:2"]}
@@ -74,7 +64,7 @@ def test_scoring_counts_a_merged_record_for_every_dia_id() -> None:
 
 
 def test_evidence_ids_are_normalised() -> None:
-    _load_benchmark()
+    load_benchmark("locomo_retrieval")
     locomo_data = sys.modules["locomo_data"]  # on sys.path once the benchmark is loaded
     assert locomo_data.evidence_ids(["D8:6; D9:17", "D30:05", "D", "D1:3", "D1:3"]) == (
         "D8:6", "D9:17", "D30:5", "D", "D1:3",

@@ -17,10 +17,6 @@ from retold.testing import FakeEmbedder, FakeJudge, record_for_tests
 
 pytestmark = pytest.mark.integration
 
-COMMANDS = (
-    ("expire",), ("retain",), ("erase",), ("reembed",), ("check",),
-    ("snapshot", "save"), ("snapshot", "load"),
-)  # fmt: skip
 FAKE_CONFIG = "embedding:\n  model: fake-embedder\n  version: '1'\n  dims: 256\n"
 USER = Scope("user", "u1")
 
@@ -73,22 +69,6 @@ async def seed(db: Path) -> dict[str, str]:
         assert claim.claimed_at is not None
         await rt.store.finish_session_extraction("old", claimed_at=claim.claimed_at, now=now)
         return {"fact": fact.record_id or "", "stale": stale.id}
-
-
-@pytest.mark.parametrize("command", COMMANDS, ids=" ".join)
-def test_every_maintenance_command_has_help_an_example_and_the_common_options(
-    command: tuple[str, ...],
-) -> None:
-    out = run(*command, "--help").stdout
-    assert "Example:" in out
-    for option in ("--store", "--config", "--as"):
-        assert option in out
-
-
-def test_every_maintenance_command_is_documented() -> None:
-    doc = (Path(__file__).parents[2] / "docs" / "cli.md").read_text()
-    for command in COMMANDS:
-        assert f"## `retold {' '.join(command)}" in doc, command
 
 
 def test_expire_and_retain_record_the_operator(tmp_path: Path, cfg: Path) -> None:
