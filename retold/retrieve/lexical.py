@@ -17,7 +17,7 @@ import functools
 import itertools
 import re
 import unicodedata
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +40,9 @@ __all__ = [
     "lexical_search",
     "query_terms",
     "query_words",
+    "selective_terms",
     "stem",
+    "stem_of",
     "term_coverage",
     "with_variants",
 ]
@@ -326,25 +328,31 @@ def stem(token: str) -> str:
     return str(_stemmer().stemWord(token))
 
 
-async def with_variants(store: Store, per_query: list[list[QueryTerm]]) -> list[list[QueryTerm]]:
+def stem_of(term: QueryTerm) -> str | None:
+    """The Snowball stem a plain word's inflections share, or None when it matches exactly."""
+    if not term.stemmable:
+        return None
+    root = stem(term.tokens[0])
+    return root if len(root) >= STEM_MIN_CHARS else None
+
+
+def with_variants(
+    per_query: list[list[QueryTerm]], indexed: Mapping[str, list[tuple[str, int]]]
+) -> list[list[QueryTerm]]:
     """Each plain word with the indexed words sharing its Snowball stem ("painted" for "paint").
 
-    The index keeps the spec's unstemmed ``unicode61`` tokens; asking for the vocabulary's
-    inflections gives the lexical channel a stemmer's recall without re-tokenising stored
-    text, and a candidate must still share the stem exactly (not merely the prefix). Every
-    query's words are looked up in one store call.
+    ``indexed`` maps each stem to the vocabulary's terms starting with it and their record
+    counts (``Store.term_statistics``). The index keeps the spec's unstemmed ``unicode61``
+    tokens; asking for the vocabulary's inflections gives the lexical channel a stemmer's
+    recall without re-tokenising stored text, and a candidate must share the stem exactly
+    (not merely the prefix). The most frequent :data:`MAX_VARIANTS` are kept.
     """
-    stems = {t.tokens[0]: stem(t.tokens[0]) for terms in per_query for t in terms if t.stemmable}
-    stems = {token: s for token, s in stems.items() if len(s) >= STEM_MIN_CHARS}
-    if not stems:
-        return per_query
-    found = await store.term_variants(sorted(set(stems.values())))
 
     def expand(term: QueryTerm) -> QueryTerm:
-        root = stems.get(term.tokens[0]) if term.stemmable else None
+        root = stem_of(term)
         if root is None:
             return term
-        same = [(doc, v) for v, doc in found[root] if v != term.tokens[0] and stem(v) == root]
+        same = [(doc, v) for v, doc in indexed.get(root, []) if v != term.tokens[0] and stem(v) == root]
         variants = tuple(v for _, v in sorted(same, key=lambda dv: (-dv[0], dv[1]))[:MAX_VARIANTS])
         return dataclasses.replace(term, variants=variants)
 
@@ -430,11 +438,8 @@ when every term is a common plain word, the rarest one is searched alone.
 """
 
 
-async def _selective_terms(store: Store, terms: list[QueryTerm]) -> list[QueryTerm]:
-    plain = [tok for t in terms if t.stemmable for tok in (t.tokens[0], *t.variants)]
-    if not plain:
-        return terms
-    total, counts = await store.term_document_counts(plain)
+def selective_terms(terms: list[QueryTerm], total: int, counts: Mapping[str, int]) -> list[QueryTerm]:
+    """The terms worth an OR query: plain words in at most COMMON_TERM_SHARE of the records."""
     if total < COMMON_TERM_MIN_RECORDS:  # small stores: scanning is cheap and every term counts
         return terms
 
@@ -464,8 +469,18 @@ async def lexical_search(
     """
     if not eligible or k <= 0:
         return []
-    per_query = await with_variants(store, [query_terms(q, entity_aliases) for q in queries])
-    terms = await _selective_terms(store, [t for q in per_query for t in q])
+    per_query = [query_terms(q, entity_aliases) for q in queries]
+    plain = [t for terms in per_query for t in terms if t.stemmable]
+    if plain:  # one vocabulary read: inflections to add, then which words are worth searching
+        stems = {root for t in plain if (root := stem_of(t)) is not None}
+        stats = await store.term_statistics([t.tokens[0] for t in plain], sorted(stems))
+        per_query = with_variants(per_query, stats.variants)
+        counts = dict(stats.counts)
+        for indexed in stats.variants.values():
+            counts.update(indexed)  # (term, records) pairs: the inflections' own counts
+        terms = selective_terms([t for q in per_query for t in q], stats.total, counts)
+    else:
+        terms = [t for q in per_query for t in q]
     match = fts_query(terms)
     if not match:
         return []

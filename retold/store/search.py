@@ -9,13 +9,30 @@ rows take the slots.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
 
 from retold.models import Scope
 from retold.store.database import Database
 from retold.store.eligible import EligibleSet
 from retold.util import Clock
 
-__all__ = ["SearchMixin"]
+__all__ = ["SearchMixin", "TermStatistics"]
+
+
+class TermStatistics(NamedTuple):
+    total: int  # indexed records
+    counts: dict[str, int]  # token -> records containing it
+    variants: dict[str, list[tuple[str, int]]]  # stem -> [(indexed term starting with it, records)]
+
+
+@dataclass
+class _Vocabulary:
+    version: int
+    total: int
+    counts: dict[str, int]
+    variants: dict[str, list[tuple[str, int]]]
+
 
 # BM25 column weights in records_fts column order: record_id (unindexed), content, subject, aliases.
 _BM25 = "bm25(records_fts, 0.0, 1.0, 2.0, 3.0)"
@@ -64,67 +81,56 @@ class SearchMixin:
                 rows = await self.db.fetchall(query.format(join=join), (match, k))
         return [(r[0], float(r[1]), r[2] or "", r[3] or "", r[4] or "") for r in rows]
 
-    async def term_document_counts(self, tokens: Sequence[str]) -> tuple[int, dict[str, int]]:
-        """(indexed record count, {token: records containing it}) from the FTS5 vocabulary.
+    async def term_statistics(
+        self, tokens: Sequence[str], stems: Sequence[str] = (), *, limit: int = 256
+    ) -> TermStatistics:
+        """What the lexical channel asks of the FTS5 vocabulary, from one ``records_version`` read.
 
-        The vocabulary table is a per-connection ``temp`` fts5vocab over ``records_fts``.
-        Counting a term walks its whole posting list, so counts are kept until the durable
-        ``records_version`` moves (any process's record write bumps it).
+        ``counts``: records containing each token (a term in most records is not worth an OR
+        query). ``variants``: for each stem, the indexed terms starting with it and their
+        counts, at most ``limit`` per stem in term order; the lexical channel keeps those that
+        share the stem, so it matches inflections ("painted" for "paint") while the index
+        keeps the spec's unstemmed ``unicode61`` tokens. Counting walks posting lists, so
+        everything is kept until ``records_version`` moves (any process's write bumps it).
+        The vocabulary is a per-connection ``temp`` fts5vocab over ``records_fts``.
         """
         version = int(await self.db.fetchval("SELECT value FROM store_meta WHERE key = 'records_version'"))
-        cache = getattr(self, "_term_counts", None)
-        if cache is None or cache[0] != version:
+        cache = getattr(self, "_vocabulary", None)
+        if cache is None or cache.version != version or len(cache.counts) + len(cache.variants) > 20_000:
+            # (bounded: a long-lived process sees endless new words)
             total = await self.db.fetchval("SELECT count(*) FROM records_fts_docsize")
-            cache = (version, int(total or 0), {})
-            self._term_counts = cache
-        counts: dict[str, int] = cache[2]
-        missing = [t for t in dict.fromkeys(tokens) if t not in counts]
-        if missing:
+            cache = _Vocabulary(version, int(total or 0), {}, {})
+            self._vocabulary = cache
+        missing_stems = [s for s in dict.fromkeys(stems) if s not in cache.variants]
+        if missing_stems or any(t not in cache.counts for t in tokens):
             await self._ensure_vocab()
+        for start in range(0, len(missing_stems), 100):  # one statement per 100 stems
+            chunk = missing_stems[start : start + 100]
+            ranges = " UNION ALL ".join(
+                f"SELECT {i} AS n, * FROM (SELECT term, doc FROM temp.records_fts_vocab "
+                "WHERE term >= ? AND term < ? LIMIT ?)"
+                for i in range(len(chunk))
+            )
+            params = [p for stem in chunk for p in (stem, stem + "\U0010ffff", limit)]
+            for stem in chunk:
+                cache.variants[stem] = []
+            for n, term, doc in await self.db.fetchall(ranges, params):
+                cache.variants[chunk[n]].append((term, int(doc)))
+                cache.counts[term] = int(doc)
+        missing = [t for t in dict.fromkeys(tokens) if t not in cache.counts]
+        if missing:
             marks = ", ".join("?" for _ in missing)
             rows = await self.db.fetchall(
                 f"SELECT term, doc FROM temp.records_fts_vocab WHERE term IN ({marks})", missing
             )
             found = {r[0]: int(r[1]) for r in rows}
             for term in missing:
-                counts[term] = found.get(term, 0)
-            if len(counts) > 10_000:  # bounded: a long-lived process sees endless new words
-                counts.clear()
-        return cache[1], {t: counts.get(t, 0) for t in tokens}
-
-    async def term_variants(self, stems: Sequence[str], limit: int = 256) -> dict[str, list[tuple[str, int]]]:
-        """{stem: [(indexed term starting with it, records containing it), ...]} for each stem.
-
-        The lexical channel matches inflections ("painted" for "paint") without a stemming
-        tokenizer: the index keeps the spec's ``unicode61`` tokens, and the query asks for the
-        words the vocabulary actually holds. fts5vocab answers a term range from its index;
-        at most ``limit`` terms per stem (in term order), kept until ``records_version`` moves.
-        """
-        version = int(await self.db.fetchval("SELECT value FROM store_meta WHERE key = 'records_version'"))
-        cache = getattr(self, "_term_variants", None)
-        if cache is None or cache[0] != version:
-            cache = (version, {})
-            self._term_variants = cache
-        known: dict[str, list[tuple[str, int]]] = cache[1]
-        missing = [s for s in dict.fromkeys(stems) if s not in known]
-        if missing:
-            if len(known) > 10_000:  # bounded, as the term counts: a long-lived process sees endless words
-                known.clear()
-            await self._ensure_vocab()
-            for start in range(0, len(missing), 100):  # one statement per 100 stems
-                chunk = missing[start : start + 100]
-                ranges = " UNION ALL ".join(
-                    f"SELECT {i} AS n, * FROM (SELECT term, doc FROM temp.records_fts_vocab "
-                    "WHERE term >= ? AND term < ? LIMIT ?)"
-                    for i in range(len(chunk))
-                )
-                params = [p for stem in chunk for p in (stem, stem + "\U0010ffff", limit)]
-                rows = await self.db.fetchall(ranges, params)
-                for stem in chunk:
-                    known[stem] = []
-                for n, term, doc in rows:
-                    known[chunk[n]].append((term, int(doc)))
-        return {s: known.get(s, []) for s in stems}
+                cache.counts[term] = found.get(term, 0)
+        return TermStatistics(
+            cache.total,
+            {t: cache.counts.get(t, 0) for t in tokens},
+            {s: cache.variants.get(s, []) for s in stems},
+        )
 
     async def _ensure_vocab(self) -> None:
         await self.db.execute(
