@@ -8,9 +8,10 @@ rows take the slots.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from retold.models import Scope
 from retold.store.database import Database
@@ -59,10 +60,7 @@ class SearchMixin:
                      WHERE records_fts MATCH ?
                      ORDER BY {_BM25}, records_fts.record_id
                      LIMIT ?"""
-        by_predicate = (
-            eligible.join_clause("records_fts.record_id") if isinstance(eligible, EligibleSet) else None
-        )
-        if by_predicate is not None:
+        if isinstance(eligible, EligibleSet) and eligible.join_clause("records_fts.record_id") is not None:
             # A large eligible set usually admits most matches: read the best matches from FTS5
             # alone (no per-row join) and keep the eligible ones. The order (score, id) is
             # total, so when the probe holds k eligible rows, or every match, this is exactly
@@ -73,12 +71,8 @@ class SearchMixin:
             kept = [r for r in rows if r[0] in eligible]
             if len(kept) >= k or len(rows) < probe:
                 return [(r[0], float(r[1]), r[2] or "", r[3] or "", r[4] or "") for r in kept[:k]]
-            join, params = by_predicate
+        async with self._eligible_records(eligible, "records_fts.record_id") as (join, params):
             rows = await self.db.fetchall(query.format(join=join), (*params, match, k))
-        else:
-            async with self.db.temp_ids(eligible) as table:
-                join = f"JOIN {table} e ON e.id = records_fts.record_id"
-                rows = await self.db.fetchall(query.format(join=join), (match, k))
         return [(r[0], float(r[1]), r[2] or "", r[3] or "", r[4] or "") for r in rows]
 
     async def term_statistics(
@@ -181,16 +175,26 @@ class SearchMixin:
         query = """SELECT l.entity_id, count(DISTINCT l.record_id) FROM {wanted} w
                      CROSS JOIN record_entities l ON l.entity_id = w.id {join}
                     GROUP BY l.entity_id"""
-        by_predicate = eligible.join_clause("l.record_id") if isinstance(eligible, EligibleSet) else None
-        async with self.db.temp_ids(entity_ids) as wanted:
-            if by_predicate is not None:
-                join, params = by_predicate
-                rows = await self.db.fetchall(query.format(wanted=wanted, join=join), params)
-            else:
-                async with self.db.temp_ids(eligible) as allowed:
-                    join = f"JOIN {allowed} a ON a.id = l.record_id"
-                    rows = await self.db.fetchall(query.format(wanted=wanted, join=join))
+        restricted = self._eligible_records(eligible, "l.record_id")
+        async with self.db.temp_ids(entity_ids) as wanted, restricted as (join, params):
+            rows = await self.db.fetchall(query.format(wanted=wanted, join=join), params)
         return {r[0]: r[1] for r in rows}
+
+    @asynccontextmanager
+    async def _eligible_records(
+        self, eligible: Iterable[str], column: str
+    ) -> AsyncIterator[tuple[str, tuple[Any, ...]]]:
+        """``JOIN records r`` on ``column`` restricted to the eligible ids, and its parameters.
+
+        A large :class:`EligibleSet` joins by the predicate that selected it; a small or
+        plain set goes through a temporary table. Either way the join comes before any LIMIT.
+        """
+        by_predicate = eligible.join_clause(column) if isinstance(eligible, EligibleSet) else None
+        if by_predicate is not None:
+            yield by_predicate
+            return
+        async with self.db.temp_ids(eligible) as allowed:
+            yield f"JOIN {allowed} a ON a.id = {column} JOIN records r ON r.id = {column}", ()
 
     async def records_for_entities(
         self, entity_ids: Iterable[str], eligible: Iterable[str], k: int
@@ -214,13 +218,7 @@ class SearchMixin:
                      WHERE pick = 1
                      ORDER BY role = 'mentions', event_at DESC, created_at DESC, record_id DESC
                      LIMIT ?"""
-        by_predicate = eligible.join_clause("l.record_id") if isinstance(eligible, EligibleSet) else None
-        async with self.db.temp_ids(entity_ids) as wanted:
-            if by_predicate is not None:
-                join, params = by_predicate
-                rows = await self.db.fetchall(query.format(wanted=wanted, join=join), (*params, k))
-            else:
-                async with self.db.temp_ids(eligible) as allowed:
-                    join = f"JOIN {allowed} a ON a.id = l.record_id JOIN records r ON r.id = l.record_id"
-                    rows = await self.db.fetchall(query.format(wanted=wanted, join=join), (k,))
+        restricted = self._eligible_records(eligible, "l.record_id")
+        async with self.db.temp_ids(entity_ids) as wanted, restricted as (join, params):
+            rows = await self.db.fetchall(query.format(wanted=wanted, join=join), (*params, k))
         return [(r[0], r[1], r[2]) for r in rows]

@@ -460,10 +460,7 @@ class Store(
                 )
 
     async def conflicts_for(self, record_id: str) -> list[str]:
-        rows = await self.db.fetchall(
-            "SELECT other_id FROM record_conflicts WHERE record_id = ? ORDER BY other_id", (record_id,)
-        )
-        return [r[0] for r in rows]
+        return (await self.conflicts_of([record_id]))[record_id]
 
     async def conflicts_of(self, record_ids: Iterable[str]) -> dict[str, list[str]]:
         """Every listed record's conflict partners in one query (a search asks for dozens)."""
