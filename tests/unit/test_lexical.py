@@ -362,6 +362,10 @@ async def test_identifiers_aliases_and_short_stems_match_exactly(
     store: Store, make_record: MakeRecord
 ) -> None:
     deploying = await add(store, make_record, "deploying the yml parser tomorrow")
-    going = await add(store, make_record, "going to the gym")
-    hits = await lexical_search(store, ["deploy.yml", "go"], {deploying, going}, 10)
-    assert hits == []  # an identifier is matched as written; "go" is too short to stem
+    ads = await add(store, make_record, "ads for the spring campaign")
+    painting = await add(store, make_record, "painting the fence on Sunday")
+    everyone = {deploying, ads, painting}
+    assert await lexical_search(store, ["deploy.yml"], everyone, 10) == []  # identifiers: as written
+    assert await lexical_search(store, ["ad"], everyone, 10) == []  # stem "ad": too short to widen
+    assert await lexical_search(store, ["paint"], everyone, 10, entity_aliases={"paint"}) == []  # alias
+    assert [h.record_id for h in await lexical_search(store, ["paint"], everyone, 10)] == [painting]
