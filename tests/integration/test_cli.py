@@ -10,6 +10,7 @@ from pathlib import Path
 
 import click
 import pytest
+from cli_runner import run
 
 import retold
 from retold.cli import cli
@@ -32,15 +33,6 @@ def _commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[st
 
 COMMANDS = _commands(cli)  # every command the CLI has, so a new one cannot go undocumented
 OPERATOR_COMMANDS = [c for c in COMMANDS if c != ("demo",)]  # demo opens its own throwaway store
-
-
-def run(*args: str | Path, check_rc: int | None = 0) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "retold", *map(str, args)], capture_output=True, text=True, timeout=60
-    )
-    if check_rc is not None:
-        assert proc.returncode == check_rc, (proc.returncode, proc.stdout, proc.stderr)
-    return proc
 
 
 def test_console_script_is_installed() -> None:
@@ -89,17 +81,17 @@ def test_errors_are_one_line_and_nonzero_never_a_traceback(tmp_path: Path) -> No
         ("get", "no-such-id", "--store", db),
     ]
     for args in cases:
-        proc = run(*args, check_rc=1)
+        proc = run(*args, rc=1)
         assert "Traceback" not in proc.stderr
         assert proc.stderr.startswith("Error: ") and proc.stderr.count("\n") == 1, proc.stderr
-    bad_scope = run("dump", "--scope", "bogus", "--store", db, check_rc=2)
+    bad_scope = run("dump", "--scope", "bogus", "--store", db, rc=2)
     assert "kind:id" in bad_scope.stderr and "Traceback" not in bad_scope.stderr
 
 
 def test_bad_config_file_is_a_clean_error(tmp_path: Path) -> None:
     cfg = tmp_path / "c.yaml"
     cfg.write_text("retrieval:\n  rrf_kk: 3\n")
-    proc = run("migrate", "--store", tmp_path / "m.sqlite", "--config", cfg, check_rc=1)
+    proc = run("migrate", "--store", tmp_path / "m.sqlite", "--config", cfg, rc=1)
     assert "retrieval.rrf_kk" in proc.stderr and "Traceback" not in proc.stderr
 
 
@@ -189,13 +181,13 @@ async def _legacy_store(db: Path) -> None:
 def test_migrate_lists_unmapped_rows_and_exits_2_until_resolved(tmp_path: Path) -> None:
     db = tmp_path / "legacy.sqlite"
     asyncio.run(_legacy_store(db))
-    proc = run("migrate", "--store", db, check_rc=2)
+    proc = run("migrate", "--store", db, rc=2)
     assert "2 legacy record(s)" in proc.stdout and "r2" in proc.stdout and "r3" in proc.stdout
     assert "r1 " not in proc.stdout
     # Other commands refuse to open the store while issues remain.
-    refused = run("dump", "--scope", "user:u1", "--store", db, check_rc=1)
+    refused = run("dump", "--scope", "user:u1", "--store", db, rc=1)
     assert "retold migrate" in refused.stderr
-    run("migrate", "--store", db, check_rc=2)  # still unresolved: listing changes nothing
+    run("migrate", "--store", db, rc=2)  # still unresolved: listing changes nothing
     done = run("migrate", "--store", db, "--expire-unmapped", "--as", "ops")
     assert "expired 2 unmapped legacy record(s)" in done.stdout
     run("migrate", "--store", db)  # clean now
@@ -256,5 +248,5 @@ def test_search_from_the_command_line_and_replay(tmp_path: Path) -> None:
     assert "no relevant memory" in other and "Aditya prefers" not in other.split("search_log:")[0]
     replay = json.loads(run("search", "--replay", row["id"], "--store", db).stdout)
     assert replay["kept"] == [record_id]
-    missing = run("search", "--store", db, check_rc=2)
+    missing = run("search", "--store", db, rc=2)
     assert "--agent" in missing.stderr

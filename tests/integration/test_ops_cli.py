@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from cli_runner import run
 
 import retold
 from retold.models import Principal, Scope, SearchRequest, SessionInfo
@@ -19,15 +20,6 @@ pytestmark = pytest.mark.integration
 
 FAKE_CONFIG = "embedding:\n  model: fake-embedder\n  version: '1'\n  dims: 256\n"
 USER = Scope("user", "u1")
-
-
-def run(*args: str | Path, rc: int | None = 0) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(
-        [sys.executable, "-m", "retold", *map(str, args)], capture_output=True, text=True, timeout=120
-    )
-    if rc is not None:
-        assert proc.returncode == rc, (proc.returncode, proc.stdout, proc.stderr)
-    return proc
 
 
 def one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
