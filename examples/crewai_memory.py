@@ -83,6 +83,11 @@ SESSIONS = [
 ]  # fmt: skip
 
 
+async def _turns(rt: Any, session_id: str) -> list[Any]:
+    """The transcript of the session with this id (one principal uses it here)."""
+    return await rt.store.turns(await rt.store.resolve_session(session_id))
+
+
 def run_session(portal: RuntimePortal, session_id: str, request: str, replies: list[str]) -> None:
     """One crew run is one session: identity from the inputs, memory wired into the agent."""
     assert portal.runtime is not None
@@ -107,7 +112,7 @@ def run_session(portal: RuntimePortal, session_id: str, request: str, replies: l
         print("  " + first[first.index("recalled memory:") :].splitlines()[0])
     observed = then[len(first) :]  # what the model saw after its tool call
     print("  tool -> " + observed[observed.index("Observation:") :].splitlines()[0][:160])
-    turns = portal.run(portal.runtime.store.turns(session_id))
+    turns = portal.run(_turns(portal.runtime, session_id))
     print("  transcript: " + " | ".join(f"{t.role}: {t.content}" for t in turns))
     print(f"  answer: {result.raw}")
 

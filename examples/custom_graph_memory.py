@@ -91,7 +91,7 @@ async def main(path: Path) -> None:
             ]
             print(f"{session}: reply {out['messages'][-1].text!r}; recalled blocks: {len(recalled)}")
             await end({"messages": out["messages"]}, config)
-        for turn in await rt.store.turns("s2"):
+        for turn in await rt.store.turns(await rt.store.resolve_session("s2")):
             print(f"s2 turn {turn.turn} {turn.role}: {turn.content}")
 
 

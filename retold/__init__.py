@@ -34,6 +34,7 @@ from retold.models import (
     SearchRequest,
     SearchResponse,
     SearchResult,
+    SessionKey,
     Turn,
 )
 from retold.policy.prompt import policy_text
@@ -63,6 +64,7 @@ __all__ = [
     "SearchRequest",
     "SearchResponse",
     "SearchResult",
+    "SessionKey",
     "StoreClosedError",
     "StoreError",
     "Turn",

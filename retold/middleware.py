@@ -94,7 +94,9 @@ class RetoldMiddleware(AgentMiddleware[RetoldState, Any, Any]):
     ``retrieval.trigger.mode``). ``register_tools=False`` leaves the tools to the host (see
     :attr:`memory_tools`), e.g. to pass them to Deep Agents so subagents inherit them.
     ``loop`` is the event loop that owns the runtime (see the module docstring for how it is
-    found when omitted).
+    found when omitted). ``schema_dialect="openai_strict"`` publishes the tools' schemas in
+    the form OpenAI's strict function calling needs (every field required, optional ones
+    nullable); use it when the model is bound with ``strict=True`` (docs/tools.md).
     """
 
     state_schema = RetoldState
@@ -106,6 +108,7 @@ class RetoldMiddleware(AgentMiddleware[RetoldState, Any, Any]):
         *,
         register_tools: bool = True,
         loop: asyncio.AbstractEventLoop | None = None,
+        schema_dialect: str = "portable",
     ) -> None:
         super().__init__()
         self.runtime = runtime
@@ -118,7 +121,9 @@ class RetoldMiddleware(AgentMiddleware[RetoldState, Any, Any]):
             sync_use="agent.invoke(...) from a thread",
             async_use="await agent.ainvoke(...) / agent.astream(...)",
         )
-        self.memory_tools: list[MemoryTool] = memory_tools(runtime, self.mode, bridge=self._bridge)
+        self.memory_tools: list[MemoryTool] = memory_tools(
+            runtime, self.mode, bridge=self._bridge, schema_dialect=schema_dialect
+        )
         """The LangChain tools for this mode; registered by the middleware unless told otherwise."""
         self.tools = list(self.memory_tools) if register_tools else []
         self._names = tool_names(self.mode)

@@ -11,6 +11,7 @@ extractor output that becomes a record only after the ingestor validates it.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal, Protocol, get_args, runtime_checkable
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ENTITY_KINDS",
+    "MAX_ID_CHARS",
+    "MAX_SESSION_ID_CHARS",
     "RECORD_TYPES",
     "SCOPE_KINDS",
     "SOURCE_KINDS",
@@ -46,6 +49,7 @@ __all__ = [
     "Principal",
     "QueryRewriter",
     "Record",
+    "RecordSource",
     "RecordType",
     "Reranker",
     "Resolution",
@@ -58,6 +62,7 @@ __all__ = [
     "SearchResponse",
     "SearchResult",
     "SessionInfo",
+    "SessionKey",
     "SessionSummary",
     "SourceKind",
     "Status",
@@ -86,15 +91,40 @@ ENTITY_KINDS: tuple[str, ...] = get_args(EntityKind)
 ACTIVE_STATUSES: tuple[str, ...] = ("provisional", "confirmed")
 
 
-def validate_id(name: str, value: object, *, allow_slash: bool = False) -> None:
-    """Refuse an empty id, and a '/' unless the id may legitimately contain one."""
+MAX_ID_CHARS = 512
+"""The longest id (agent, user, session, project, scope) a caller may choose."""
+
+MAX_SESSION_ID_CHARS = MAX_ID_CHARS + 64
+"""A session id may grow past :data:`MAX_ID_CHARS` only by idle-split suffixes (``~2``, ...),
+which retold appends itself; the session hooks refuse to start a session with a longer id."""
+
+_BAD_ID_CHARS = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
+
+
+def validate_id(name: str, value: object, *, allow_slash: bool = False, max_len: int = MAX_ID_CHARS) -> None:
+    """Refuse an empty, overlong or unprintable id, and a '/' unless the id may contain one.
+
+    Ids reach SQLite and every log line: a control character or an unpaired surrogate
+    (which no UTF-8 encoder accepts) is refused here rather than failing deep in a write.
+    """
     if not isinstance(value, str) or not value.strip():
-        raise InvalidArgumentError(f"{name} must be a non-empty string, got {value!r}")
+        raise InvalidArgumentError(f"{name} must be a non-empty string, got {_shown(value)}")
+    if len(value) > max_len:
+        raise InvalidArgumentError(f"{name} is {len(value)} characters long; ids are at most {max_len}")
+    if _BAD_ID_CHARS.search(value):
+        raise InvalidArgumentError(
+            f"{name} {_shown(value)} contains a control character or an unpaired surrogate"
+        )
     if not allow_slash and "/" in value:
         raise InvalidArgumentError(
-            f"{name} {value!r} contains '/', which retold reserves for private agent scopes "
+            f"{name} {_shown(value)} contains '/', which retold reserves for private agent scopes "
             "(agent:<agent_id>/<user_id>); choose an id without '/'"
         )
+
+
+def _shown(value: object) -> str:
+    """A bounded, ASCII-safe rendering of a caller's value for an error message."""
+    return ascii(value if not isinstance(value, str) else value[:80])
 
 
 @dataclass(frozen=True)
@@ -141,7 +171,7 @@ class Principal:
         validate_id("agent_id", self.agent_id)
         validate_id("user_id", self.user_id)
         if self.session_id is not None:
-            validate_id("session_id", self.session_id)
+            validate_id("session_id", self.session_id, max_len=MAX_SESSION_ID_CHARS)
         if self.project_id is not None:
             validate_id("project_id", self.project_id, allow_slash=True)
 
@@ -210,6 +240,8 @@ class Entity:
     merged_into: str | None
     aliases: list[str]  # normalized forms
     created_at: datetime
+    origin_user: str | None = None  # the user whose words introduced it (None: the host's)
+    origin_record: str | None = None  # the record whose write created it (None: provisioned)
 
 
 @dataclass(frozen=True)
@@ -240,8 +272,50 @@ class Turn:
 
 
 @dataclass(frozen=True)
+class SessionKey:
+    """A session as its owner knows it: ``(agent_id, user_id, session_id)``.
+
+    Session ids are the adapter's (a thread id), so two principals may both use ``t1``;
+    every transcript, chain and evidence lookup is keyed by the owner as well, and
+    nothing a caller chooses as a session id can reach another principal's turns.
+    ``str(key)`` is ``agent/user/session``, unambiguous because no id contains ``/``.
+    """
+
+    agent_id: str
+    user_id: str
+    session_id: str
+
+    def __post_init__(self) -> None:
+        validate_id("agent_id", self.agent_id)
+        validate_id("user_id", self.user_id)
+        validate_id("session_id", self.session_id, max_len=MAX_SESSION_ID_CHARS)
+
+    @classmethod
+    def of(cls, principal: Principal) -> SessionKey:
+        if principal.session_id is None:
+            raise InvalidArgumentError("the principal has no session_id; sessions need one (the thread id)")
+        return cls(principal.agent_id, principal.user_id, principal.session_id)
+
+    @classmethod
+    def parse(cls, text: str) -> SessionKey | None:
+        """``agent/user/session`` → a key; None for a bare session id (no ``/``)."""
+        if not isinstance(text, str) or "/" not in text:
+            return None
+        parts = text.split("/")
+        if len(parts) != 3:
+            raise InvalidArgumentError(f"a qualified session is agent/user/session, got {_shown(text)}")
+        return cls(*parts)
+
+    def with_session(self, session_id: str) -> SessionKey:
+        return SessionKey(self.agent_id, self.user_id, session_id)
+
+    def __str__(self) -> str:
+        return f"{self.agent_id}/{self.user_id}/{self.session_id}"
+
+
+@dataclass(frozen=True)
 class SessionInfo:
-    """One row of ``sessions``."""
+    """One row of ``sessions``; ``key`` is what identifies it (the id alone does not)."""
 
     id: str
     agent_id: str
@@ -251,6 +325,34 @@ class SessionInfo:
     ended_at: datetime | None
     extraction_started_at: datetime | None
     extracted_at: datetime | None
+
+    @property
+    def key(self) -> SessionKey:
+        return SessionKey(self.agent_id, self.user_id, self.id)
+
+
+@dataclass(frozen=True)
+class RecordSource:
+    """One observation that supports a record (a row of ``record_sources``).
+
+    A record keeps every supporting source, not just the strongest: reinforcement adds
+    one, and erasing a user removes theirs, deleting the record only when no other
+    source is left. ``origin`` is the source's owner-qualified identity (see
+    :func:`retold.ingest.sources.source_origin`); ``user_id`` is the user whose session
+    supplied it (None for the host's own writes).
+    """
+
+    record_id: str
+    origin: str
+    source_kind: SourceKind
+    source_ref: str | None
+    agent_id: str
+    user_id: str | None
+    session_id: str | None
+    evidence: str | None
+    content: str
+    added_at: datetime
+    counted: bool = True
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ the store and refuses while any connection (a runtime included) holds it.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Callable, Iterable, Sequence
@@ -25,10 +26,12 @@ import anyio.to_thread
 import numpy as np
 
 from retold.config import Config
-from retold.errors import ConfigError, InvalidArgumentError, NotFoundError, StoreError
-from retold.models import STATUSES, Record, Scope, validate_id
+from retold.erasure import plan_erasure
+from retold.errors import ConfigError, InvalidArgumentError, StoreError
+from retold.models import STATUSES, Record, Scope, SessionKey, validate_id
 from retold.policy import lifecycle
 from retold.store import Store
+from retold.store.database import run_to_completion
 from retold.store.maintenance import ErasureSet, Finding, SnapshotInfo, read_snapshot_info, restore_snapshot
 from retold.util import Clock, format_ts
 
@@ -43,7 +46,7 @@ __all__ = [
     "load_snapshot",
 ]
 
-ErasureTarget = Literal["record", "session", "user"]
+ErasureTarget = Literal["record", "session", "user"]  # as retold.erasure names them
 Progress = Callable[[int, int], None]
 """``progress(done, total)``: called as re-embedding batches finish (the CLI draws a bar)."""
 
@@ -76,6 +79,8 @@ class ErasureReport:
     entities: list[str]
     search_logs: int
     events: int
+    resupported: list[str] = field(default_factory=list)  # shared records kept on other users' sources
+    search_logs_pruned: int = 0  # other people's searches that lose the erased records' entries
     event_id: str | None = None  # the erasure event, once applied
     compacted: bool | None = None  # False: another connection kept the WAL from being emptied
 
@@ -85,6 +90,9 @@ class ErasureReport:
             _count(len(self.records), "record"),
             f"the evidence of {_count(len(self.evidence_cleared), 'other record')}"
             if self.evidence_cleared
+            else "",
+            f"their support for {_count(len(self.resupported), 'shared record')} (kept on others' sources)"
+            if self.resupported
             else "",
             f"{_count(len(self.sessions), 'session')} ({_count(self.turns, 'turn')} with text)"
             if self.sessions
@@ -219,20 +227,23 @@ class Operations:
         store = self._store
         async with store.transaction():
             due = await store.retainable_sessions(cutoff)
-            turns = await store.blank_turns(s["id"] for s in due)
+            keys = [SessionKey(s["agent_id"], s["user_id"], s["id"]) for s in due]
+            turns = await store.blank_turns(keys)
             for session in due:
                 await store.append_event(
                     "session.retained",
                     actor,
                     payload={
                         "session_id": session["id"],
+                        "agent_id": session["agent_id"],
+                        "user_id": session["user_id"],
                         "turns": session["turns"],
                         "ended_at": session["ended_at"],
                         "retain_days": self._config.sessions.retain_days,
                     },
                     at=now,
                 )
-        return RetainReport(sessions=[s["id"] for s in due], turns=turns)
+        return RetainReport(sessions=[str(k) for k in keys], turns=turns)
 
     # --- erasure --------------------------------------------------------------------------------
 
@@ -268,18 +279,27 @@ class Operations:
         if not isinstance(reason, str) or not reason.strip():
             raise InvalidArgumentError("erase needs a non-blank reason; it is recorded on the erasure event")
         kind, target_id = targets[0]
+        if isinstance(target_id, SessionKey) and kind == "session":
+            target_id = str(target_id)
         if not isinstance(target_id, str) or not target_id:
             raise InvalidArgumentError(f"the {kind} id to erase must be a non-empty string")
         if kind == "user":
             validate_id("user_id", target_id)
         store = self._store
-        erasure = await self._erasure_set(kind, target_id)  # type: ignore[arg-type]
+        if kind == "session":  # a bare id names one principal's session, or the error lists them
+            target_id = str(await store.resolve_session(target_id))
+        vectors: dict[str, tuple[bytes, tuple[str, str, int]]] = {}
+        erasure = await self._erasure_set(kind, target_id, vectors)  # type: ignore[arg-type]
         if dry_run:
             return _erasure_report(kind, target_id, reason, erasure, applied=False)
         async with store.transaction():
-            # Found again under the write lock, so rows written since the look above count too.
-            erasure = await self._erasure_set(kind, target_id)  # type: ignore[arg-type]
+            # Found again under the write lock, so rows written since the look above count too
+            # (re-worded records reuse the vectors computed before the lock where they can).
+            erasure = await self._erasure_set(kind, target_id, vectors)  # type: ignore[arg-type]
             version = await store.apply_erasure(erasure)
+            # Forgotten in this process the moment the erasure commits, even when this call is
+            # cancelled during the COMMIT and never reaches the lines after the block.
+            store.db.after_commit(functools.partial(self._forget_in_process, erasure, version))
             report = _erasure_report(kind, target_id, reason, erasure, applied=True)
             report.event_id = await store.append_event(
                 f"{kind}.erased",
@@ -290,52 +310,27 @@ class Operations:
                     "target": report.target,
                     "records": erasure.records,
                     "evidence_cleared": erasure.evidence_only,
-                    "sessions": erasure.sessions,
+                    "resupported": [r.record_id for r in erasure.resupported],
+                    "sessions": [str(k) for k in erasure.sessions],
                     "turns": erasure.turns,
                     "entities": erasure.entities,
                     "search_logs": len(erasure.search_logs),
+                    "search_logs_pruned": len(erasure.pruned_logs),
                     "events": len(erasure.events),
                 },
             )
-        self._forget_in_process(erasure, version)
-        report.compacted = await store.compact()
+        # Committed, the erasure is compacted out of the file (and its WAL) even if the caller
+        # is cancelled now: a cancelled erase must not leave the erased text recoverable.
+        report.compacted = await run_to_completion(store.compact())
         return report
 
-    async def _erasure_set(self, kind: ErasureTarget, target_id: str) -> ErasureSet:
-        store = self._store
-        if kind == "record":
-            if await store.get_record(target_id) is None:
-                raise NotFoundError(f"no record {target_id!r}")
-            return ErasureSet(records=[target_id], events=await store.event_ids_about(record_ids=[target_id]))
-        if kind == "session":
-            if not await store.session_exists(target_id):
-                raise NotFoundError(f"no session {target_id!r}")
-            sourced = await store.records_sourced_from([target_id])
-            summaries = [rid for rid, source_kind in sourced if source_kind == "session_summary"]
-            return ErasureSet(
-                records=summaries,
-                evidence_only=[rid for rid, source_kind in sourced if source_kind != "session_summary"],
-                sessions=[target_id],
-                turns=await store.count_text_turns([target_id]),
-                search_logs=await store.search_log_ids(session_ids=[target_id]),
-                events=await store.event_ids_about(record_ids=summaries, session_ids=[target_id]),
-            )
-        if not await store.user_known(target_id):
-            raise NotFoundError(f"no user {target_id!r}: no session, scope or search of theirs is stored")
-        sessions = await store.user_session_ids(target_id)
-        records = set(await store.user_scope_record_ids(target_id))
-        records.update(rid for rid, _ in await store.records_sourced_from(sessions))
-        entities = await store.user_scope_entity_ids(target_id)
-        return ErasureSet(
-            records=sorted(records),
-            sessions=sessions,
-            turns=await store.count_text_turns(sessions),
-            entities=entities,
-            search_logs=await store.search_log_ids(user_id=target_id, session_ids=sessions),
-            events=await store.event_ids_about(
-                record_ids=records, entity_ids=entities, session_ids=sessions, user_id=target_id
-            ),
-        )
+    async def _erasure_set(
+        self, kind: ErasureTarget, target_id: str, vectors: dict[str, tuple[bytes, tuple[str, str, int]]]
+    ) -> ErasureSet:
+        return await plan_erasure(
+            self._store, kind, target_id, config=self._config, clock=self._clock,
+            embedder=self._embedder, vectors=vectors,
+        )  # fmt: skip
 
     def _forget_in_process(self, erasure: ErasureSet, version: int) -> None:
         """Erased text must not outlive the rows in this process: vectors, query and judge caches."""
@@ -344,6 +339,11 @@ class Operations:
                 self._index.forget(record_id, version)
             for record_id in erasure.evidence_only:
                 self._index.touch(record_id, version)
+            for item in erasure.resupported:  # re-worded: the new wording's vector replaces the old
+                if item.vector is not None:
+                    self._index.upsert(item.record_id, np.frombuffer(item.vector, dtype=np.float32), version)
+                else:
+                    self._index.touch(item.record_id, version)
         for holder in (self._embedder, *self._caches):
             _clear_cache(holder)
         from retold.ingest.claim_parser import parse_claim
@@ -608,7 +608,9 @@ def _erasure_report(
         applied=applied,
         records=list(erasure.records),
         evidence_cleared=list(erasure.evidence_only),
-        sessions=list(erasure.sessions),
+        resupported=[r.record_id for r in erasure.resupported],
+        search_logs_pruned=len(erasure.pruned_logs),
+        sessions=[str(k) for k in erasure.sessions],
         turns=erasure.turns,
         entities=list(erasure.entities),
         search_logs=len(erasure.search_logs),

@@ -27,7 +27,7 @@ from retold.host import MemoryHost
 from retold.index.vector import VectorIndex
 from retold.ingest.ingestor import Ingestor
 from retold.ingest.session import SessionHooks
-from retold.models import Principal, SearchRequest, SearchResponse, SessionInfo
+from retold.models import Principal, SearchRequest, SearchResponse, SessionInfo, SessionKey
 from retold.operations import Operations
 from retold.store import Store
 from retold.util import Clock, SystemClock
@@ -156,9 +156,12 @@ class Runtime:
         return self._extraction_graph
 
     async def extract_session(
-        self, session_id: str, *, force: bool = False, actor: str | None = None
+        self, session_id: str | SessionKey, *, force: bool = False, actor: str | None = None
     ) -> ExtractionResult:
         """Run session extraction now and wait for it; returns what the run did.
+
+        ``session_id`` is a bare id while only one principal uses it, else the qualified
+        ``agent/user/session`` (or a :class:`~retold.models.SessionKey`).
 
         ``status`` is ``extracted``, ``skipped`` (not ended, already extracted — pass
         ``force=True`` to re-run —, or claimed by another worker) or ``failed`` (closed:
@@ -175,11 +178,12 @@ class Runtime:
             )
         from retold.ingest.extraction_run import EXTRACTION_ACTOR, ExtractionRun
 
-        run = ExtractionRun(session_id=session_id, force=force, actor=actor or EXTRACTION_ACTOR)
+        key = await self.store.resolve_session(session_id)
+        run = ExtractionRun(key=key, force=force, actor=actor or EXTRACTION_ACTOR)
         await self.extraction_graph.ainvoke({"run": run})
         assert run.result is not None
         if run.result.status == "skipped" and run.result.reason == "not_found":
-            raise NotFoundError(f"no session {session_id!r}")
+            raise NotFoundError(f"no session {str(key)!r}")
         return run.result
 
     async def _on_session_end(self, session: SessionInfo) -> None:
@@ -188,12 +192,12 @@ class Runtime:
             return
         # A fresh context: the task must not inherit a caller's store transaction.
         task = asyncio.get_running_loop().create_task(
-            self._extract_in_background(session.id), context=contextvars.Context()
+            self._extract_in_background(session.key), context=contextvars.Context()
         )
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
-    async def _extract_in_background(self, session_id: str) -> None:
+    async def _extract_in_background(self, session_id: SessionKey) -> None:
         try:
             result = await self.extract_session(session_id)
         except Exception:

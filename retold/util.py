@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from uuid6 import uuid7
 
+from retold.errors import InvalidArgumentError
+
 if TYPE_CHECKING:
     from jsonschema import Draft202012Validator
 
@@ -24,6 +26,8 @@ __all__ = [
     "Clock",
     "SystemClock",
     "Timer",
+    "check_text",
+    "clean_text",
     "format_ts",
     "new_id",
     "normalize_alias",
@@ -31,10 +35,16 @@ __all__ = [
     "normalize_ws",
     "parse_ts",
     "schema_validator",
+    "text_problem",
 ]
 
 _WS = re.compile(r"\s+")
 _NON_SLUG = re.compile(r"[^0-9a-z]+")
+# What SQLite's UTF-8 binding cannot encode (lone surrogates) and the control characters
+# (Unicode Cc) other than tab, newline and carriage return.
+_UNSTORABLE = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ud800-\udfff]")
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def new_id() -> str:
@@ -56,10 +66,15 @@ class SystemClock:
 
 
 def format_ts(value: datetime) -> str:
-    """ISO 8601 UTC with fixed width, so stored timestamps compare correctly as strings."""
+    """ISO 8601 UTC with fixed width, so stored timestamps compare correctly as strings.
+
+    The year is padded by hand: glibc's ``%Y`` writes year 999 as ``999``, which
+    :func:`parse_ts` cannot read back and which sorts after ``2026``.
+    """
     if value.tzinfo is None:
         value = value.replace(tzinfo=UTC)
-    return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    value = value.astimezone(UTC)
+    return f"{value.year:04d}-" + value.strftime("%m-%dT%H:%M:%S.%fZ")
 
 
 def parse_ts(value: str | None) -> datetime | None:
@@ -70,6 +85,49 @@ def parse_ts(value: str | None) -> datetime | None:
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=UTC)
     return parsed.astimezone(UTC)
+
+
+def text_problem(value: str) -> str | None:
+    """Why ``value`` cannot be stored as given, naming the first bad character; None when it can.
+
+    A lone surrogate (``"\\ud800"``) makes SQLite's UTF-8 binding raise, and control
+    characters other than tab, newline and carriage return have no business in memory
+    text. The description escapes the character, so a caller may echo it safely.
+    """
+    found = _UNSTORABLE.search(value)
+    if found is None:
+        return None
+    char = found.group()
+    what = "a lone surrogate" if "\ud800" <= char <= "\udfff" else "a control character"
+    return f"contains {what} (U+{ord(char):04X}) at offset {found.start()}"
+
+
+def check_text(value: object, field: str, max_len: int | None = None) -> str:
+    """``value`` when it is a storable string of at most ``max_len`` characters.
+
+    Raises :class:`~retold.errors.InvalidArgumentError` naming ``field`` otherwise; the
+    message never echoes the value, so it is safe to show or encode. The length is checked
+    first, so an oversized value costs O(1).
+    """
+    if not isinstance(value, str):
+        raise InvalidArgumentError(f"{field} must be a string, got {type(value).__name__}")
+    if max_len is not None and len(value) > max_len:
+        raise InvalidArgumentError(f"{field} is {len(value)} characters long; the limit is {max_len}")
+    problem = text_problem(value)
+    if problem is not None:
+        raise InvalidArgumentError(f"{field} {problem}")
+    return value
+
+
+def clean_text(value: str) -> str:
+    """``value`` made storable: lone surrogates become U+FFFD and other disallowed controls go.
+
+    For text retold must keep rather than refuse (a transcript turn); tool input is
+    refused instead (:func:`check_text`), so a model learns what it sent was wrong.
+    """
+    if _UNSTORABLE.search(value) is None:
+        return value
+    return _CONTROL.sub("", _SURROGATE.sub("\ufffd", value))
 
 
 def normalize_ws(text: str) -> str:

@@ -18,7 +18,6 @@ Only langchain-core and langgraph are imported here (both core dependencies of r
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
@@ -31,9 +30,10 @@ from langchain_core.tools import BaseTool
 from pydantic import Field
 
 from retold.adapters.portal import LoopBridge
-from retold.errors import InvalidArgumentError
-from retold.models import Principal
+from retold.errors import InvalidArgumentError, NotFoundError
+from retold.models import Principal, SessionKey
 from retold.policy.prompt import MODES
+from retold.retrieve.render import json_line
 from retold.tools import schemas
 
 if TYPE_CHECKING:
@@ -257,9 +257,9 @@ def search_context(messages: Sequence[BaseMessage], max_chars: int) -> str | Non
     return _context([(role, text) for _, role, text in picked], max_chars)
 
 
-async def transcript_context(rt: Runtime, session_id: str) -> str | None:
-    """The same context for a model-issued search, read from the recorded transcript."""
-    turns = await rt.store.turns(session_id)
+async def transcript_context(rt: Runtime, principal: Principal) -> str | None:
+    """The same context for a model-issued search, read from the principal's own transcript."""
+    turns = await rt.store.turns(SessionKey.of(principal))
     last = {t.role: t for t in turns if t.role in ("user", "assistant")}
     picked = sorted(last.values(), key=lambda t: t.turn)
     return _context([(t.role, t.content) for t in picked], rt.config.retrieval.rewrite.max_context_chars)
@@ -361,10 +361,15 @@ def with_policy(system_message: SystemMessage | None, policy: str) -> SystemMess
 
 
 def tool_text(name: str, result: dict[str, Any]) -> str:
-    """What the model sees: the §10.9 rendering for a search, the JSON result otherwise."""
+    """What the model sees: the §10.9 rendering for a search, the JSON result otherwise.
+
+    Both keep stored text inside its quoting: the rendering quotes every content line, and
+    the JSON is one line in which no string (content, evidence, entity names, tags) can
+    carry a raw line break (:func:`~retold.retrieve.render.json_line`).
+    """
     if name == "memory_search" and result.get("ok") and isinstance(result.get("rendered"), str):
         return result["rendered"]
-    return json.dumps(result, ensure_ascii=False, default=str)
+    return json_line(result)
 
 
 class MemoryTool(BaseTool):
@@ -372,11 +377,13 @@ class MemoryTool(BaseTool):
 
     The argument schema is retold's published JSON Schema (the handler validates against
     it). The middleware narrows it per principal before each model call, so ``memory_write``
-    offers only the targets this caller can write.
+    offers only the targets this caller can write. ``schema_dialect`` is ``"portable"``, or
+    ``"openai_strict"`` for a model bound with OpenAI's ``strict=True`` (docs/tools.md).
     """
 
     memory_runtime: Any = Field(exclude=True)
     bridge: LoopBridge = Field(exclude=True)
+    schema_dialect: str = Field(default="portable", exclude=True)
 
     def _run(self, config: RunnableConfig, **kwargs: Any) -> str:
         context = current_context()
@@ -393,7 +400,7 @@ class MemoryTool(BaseTool):
         principal = await rt.hooks.on_session_start(principal)
         search_context_text = None
         if self.name == "memory_search" and principal.session_id:
-            search_context_text = await transcript_context(rt, principal.session_id)
+            search_context_text = await transcript_context(rt, principal)
         result = await rt.tools.call(principal, self.name, payload, context=search_context_text)
         return tool_text(self.name, result)
 
@@ -411,7 +418,11 @@ def _generic_schemas(rt: Runtime) -> dict[str, dict[str, Any]]:
 
 
 def memory_tools(
-    rt: Runtime, mode: str | None = "tool_only", *, bridge: LoopBridge | None = None
+    rt: Runtime,
+    mode: str | None = "tool_only",
+    *,
+    bridge: LoopBridge | None = None,
+    schema_dialect: str = "portable",
 ) -> list[MemoryTool]:
     """The memory tools for a trigger mode (``None``: the configured one), identity-free until called."""
     bridge = bridge or LoopBridge(rt)
@@ -420,9 +431,10 @@ def memory_tools(
         MemoryTool(
             name=name,
             description=generic[name]["description"],
-            args_schema=generic[name]["input_schema"],
+            args_schema=schemas.for_dialect(generic[name]["input_schema"], schema_dialect),
             memory_runtime=rt,
             bridge=bridge,
+            schema_dialect=schema_dialect,
         )
         for name in tool_names(resolve_mode(rt, mode))
     ]
@@ -437,7 +449,8 @@ def narrow_tools(tools: Sequence[Any], rt: Runtime, principal_schemas: list[dict
             schema = by_name.get(tool.name)
             if schema is None:
                 continue
-            update = {"args_schema": schema["input_schema"], "description": schema["description"]}
+            args_schema = schemas.for_dialect(schema["input_schema"], tool.schema_dialect)
+            update = {"args_schema": args_schema, "description": schema["description"]}
             narrowed.append(tool.model_copy(update=update))
         else:
             narrowed.append(tool)
@@ -459,8 +472,14 @@ async def end_session(rt: Runtime, config: RunnableConfig, *, context: Any = Non
     try:
         principal = run_principal(context, config)
     except InvalidArgumentError:
-        session = await rt.store.get_session(str(thread_id))
+        # Only the thread id is known: it must name one principal's session (else the error
+        # lists the qualified ids; pass the run's context to say whose thread it is).
+        try:
+            key = await rt.store.resolve_session(str(thread_id))
+        except NotFoundError:
+            return False
+        session = await rt.store.get_session(key)
         if session is None:
             return False
-        principal = Principal(session.agent_id, session.user_id, str(thread_id), session.project_id)
+        principal = Principal(session.agent_id, session.user_id, session.id, session.project_id)
     return await rt.hooks.on_session_end(principal)

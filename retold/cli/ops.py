@@ -66,7 +66,12 @@ def retain(store_path: str, config_path: str | None, actor: str) -> None:
 
 @click.command()
 @click.option("--record", "record_id", default=None, help="Erase one record's content.")
-@click.option("--session", "session_id", default=None, help="Erase one session's transcript.")
+@click.option(
+    "--session",
+    "session_id",
+    default=None,
+    help="Erase one session's transcript (its id, or agent/user/session when several principals use it).",
+)
 @click.option("--user", "user_id", default=None, help="Erase everything a user's text reached.")
 @click.option("--reason", required=True, help="Why; recorded on the erasure event.")
 @click.option("--yes", is_flag=True, help="Really erase. Without it, print what would be erased.")

@@ -8,7 +8,8 @@ call the stage functions of :mod:`retold.ingest.extraction`. No checkpointer: a 
 one pass, and its one write transaction lives inside the ``write`` node.
 
 The graph accepts a prepared ``run`` (what ``rt.extract_session`` passes) or plain JSON,
-``{"session_id": "s1", "force": false}``, so ``langgraph dev`` can run it; the output
+``{"session_id": "s1", "force": false}`` (or ``"planner/u1/s1"`` when several principals use
+``s1``), so ``langgraph dev`` can run it; the output
 carries ``result``, the run's :class:`~retold.ingest.extraction.ExtractionResult` as a dict.
 """
 
@@ -53,12 +54,13 @@ class ExtractionState(TypedDict, total=False):
     result: dict[str, Any]
 
 
-def run_from_json(state: ExtractionState) -> ExtractionRun:
-    """A run from JSON input: the session id and whether to re-run an extracted session."""
+async def run_from_json(rt: Runtime, state: ExtractionState) -> ExtractionRun:
+    """A run from JSON input: the session (bare or ``agent/user/session``) and whether to re-run."""
     session_id = state.get("session_id")
     if not isinstance(session_id, str) or not session_id.strip():
         raise ValueError("the extraction graph needs a session_id")
-    return ExtractionRun(session_id=session_id, force=bool(state.get("force", False)))
+    key = await rt.store.resolve_session(session_id)
+    return ExtractionRun(key=key, force=bool(state.get("force", False)))
 
 
 def build_extraction_graph(rt: Runtime) -> CompiledStateGraph[Any, Any, Any, Any]:
@@ -68,7 +70,7 @@ def build_extraction_graph(rt: Runtime) -> CompiledStateGraph[Any, Any, Any, Any
 
     def node(stage: Stage) -> Callable[[ExtractionState], Awaitable[dict[str, Any]]]:
         async def run_node(state: ExtractionState) -> dict[str, Any]:
-            run = state.get("run") or run_from_json(state)
+            run = state.get("run") or await run_from_json(rt, state)
             await stage(rt, run)
             return {"run": run}
 

@@ -61,7 +61,7 @@ def _best_cosines(block: np.ndarray, queries: np.ndarray) -> np.ndarray:
         best = block @ queries[0]
         for query in queries[1:]:
             np.maximum(best, block @ query, out=best)
-        return best
+        return _settled(best)
     best = np.empty(len(block), dtype=np.float32)
     scratch = np.empty(_SCORE_BLOCK, dtype=np.float32)
     for start in range(0, len(block), _SCORE_BLOCK):
@@ -72,7 +72,22 @@ def _best_cosines(block: np.ndarray, queries: np.ndarray) -> np.ndarray:
             other = scratch[: len(rows)]
             np.dot(rows, query, out=other)
             np.maximum(out, other, out=out)
-    return best
+    return _settled(best)
+
+
+def _settled(scores: np.ndarray) -> np.ndarray:
+    """Cosines rounded to 6 decimals, with -0.0 made 0.0, in place.
+
+    BLAS sums a row's products in an order that depends on how many rows it is given and
+    where they sit, so one record's float32 cosine can differ in its last bit between a
+    gathered block and a full scan — and which one a search takes depends on how much of
+    the index other tenants hold. Rounding well above that noise keeps a record's score,
+    its rank among ties and its rendering ("0.00", never "-0.00") the same whatever else
+    is indexed.
+    """
+    np.round(scores, 6, out=scores)
+    scores += np.float32(0.0)
+    return scores
 
 
 @dataclass

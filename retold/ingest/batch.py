@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from retold.ingest.request import RETRY, Plan, Refused, WriteRequest, WriteResult
+from retold.ingest.sources import source_user
 from retold.models import Entity, Principal, Record, Scope
 from retold.util import Timer
 
@@ -56,6 +57,7 @@ class Overlay:
     created: dict[str, tuple[Record, np.ndarray]] = field(default_factory=dict)
     retired: set[str] = field(default_factory=set)
     entities: dict[tuple[str, str, Scope], Entity] = field(default_factory=dict)
+    origins: dict[str, str] = field(default_factory=dict)  # record id -> its source's origin
 
     def add(self, plan: Plan) -> None:
         decision = plan.decision
@@ -70,6 +72,8 @@ class Overlay:
                     subject=f"{record.subject_entity_id or '-'}/{decision.adopt_attribute}",
                 )
             self.created[record.id] = (record, plan.vector)
+            if plan.source is not None:
+                self.origins[record.id] = plan.source.origin
         for entity, _ in plan.links:
             if entity.aliases:
                 self.entities.setdefault((entity.kind, entity.aliases[0], entity.scope), entity)
@@ -77,8 +81,8 @@ class Overlay:
     def _live(self) -> list[Record]:
         return [r for r, _ in self.created.values() if r.id not in self.retired]
 
-    def with_ref(self, source_ref: str) -> list[Record]:
-        return [r for r in self._live() if r.source_ref == source_ref]
+    def with_origin(self, origin: str) -> list[Record]:
+        return [r for r in self._live() if self.origins.get(r.id) == origin]
 
     def about(self, scope: Scope, record_type: str, entity_id: str) -> list[Record]:
         return [
@@ -162,7 +166,8 @@ async def write_batch(
         for item, request in zip(planned, requests, strict=True):
             ambiguous = item.ambiguous
             if ambiguous:
-                await ingestor.persister.log_ambiguity(ambiguous, actor, request)
+                user = source_user(principal, trusted=request.trusted)
+                await ingestor.persister.log_ambiguity(ambiguous, actor, request, user)
         return results, timers
     raise AssertionError("unreachable")  # pragma: no cover
 

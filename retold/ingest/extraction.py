@@ -86,7 +86,7 @@ async def claim(rt: Runtime, run: ExtractionRun) -> None:
     now = rt.clock.now()
     stale = now - timedelta(minutes=rt.config.ingestion.extraction_claim_timeout_minutes)
     async with rt.store.transaction():
-        outcome = await rt.store.claim_session(run.session_id, now=now, stale_before=stale, force=run.force)
+        outcome = await rt.store.claim_session(run.key, now=now, stale_before=stale, force=run.force)
         run.claim = outcome
         if outcome.status != "claimed":
             run.skipped = outcome.status
@@ -96,7 +96,7 @@ async def claim(rt: Runtime, run: ExtractionRun) -> None:
                 "extraction.reclaimed",
                 run.actor,
                 payload={
-                    "session_id": run.session_id,
+                    **_owner(run),
                     "previous_claim": outcome.previous_claim,
                     "claim_timeout_minutes": rt.config.ingestion.extraction_claim_timeout_minutes,
                 },
@@ -105,19 +105,19 @@ async def claim(rt: Runtime, run: ExtractionRun) -> None:
             await rt.store.append_event(
                 "extraction.rerun",
                 run.actor,
-                payload={"session_id": run.session_id, "extracted_at": outcome.extracted_at, "forced": True},
+                payload={**_owner(run), "extracted_at": outcome.extracted_at, "forced": True},
             )
 
 
 @stage("load_transcript")
 async def load_transcript(rt: Runtime, run: ExtractionRun) -> None:
     """The session and its turns; fewer than two turns means a summary and no candidates."""
-    session = await rt.store.get_session(run.session_id)
+    session = await rt.store.get_session(run.key)
     if session is None:
-        raise StageFailure("session_missing", f"session {run.session_id!r} disappeared after it was claimed")
+        raise StageFailure("session_missing", f"session {str(run.key)!r} disappeared after it was claimed")
     run.session = session
     run.principal = Principal(session.agent_id, session.user_id, session.id, session.project_id)
-    run.turns = await rt.store.turns(session.id)
+    run.turns = await rt.store.turns(session.key)
     run.summary_only = len(run.turns) < 2
 
 
@@ -272,7 +272,7 @@ async def write(rt: Runtime, run: ExtractionRun) -> None:
             if not results[-1].ok:
                 raise StageFailure("summary_refused", f"the session summary was refused: {results[-1].error}")
         if not await rt.store.finish_session_extraction(
-            run.session_id,
+            run.key,
             claimed_at=run.claim.claimed_at,
             now=rt.clock.now(),  # type: ignore[union-attr]
         ):
@@ -313,9 +313,14 @@ def _collect_write_timings(run: ExtractionRun, results: list[WriteResult], has_s
     run.timings["summary_write"] = per[-1] if has_summary else 0.0
 
 
+def _owner(run: ExtractionRun) -> dict[str, str]:
+    """The session as its events name it: erasing a user or a session finds them by these."""
+    return {"session_id": run.key.session_id, "agent_id": run.key.agent_id, "user_id": run.key.user_id}
+
+
 def _run_payload(rt: Runtime, run: ExtractionRun, result: ExtractionResult) -> dict[str, Any]:
     return {
-        "session_id": run.session_id,
+        **_owner(run),
         "rerun": result.rerun,
         "reclaimed": result.reclaimed,
         "destination_scope": str(run.destination),
@@ -352,7 +357,7 @@ async def fail(rt: Runtime, run: ExtractionRun) -> None:
     claimed_at = run.claim.claimed_at if run.claim else None
     timeout = rt.config.ingestion.extraction_claim_timeout_minutes
     payload = {
-        "session_id": run.session_id,
+        **_owner(run),
         "stage": run.failed_stage,
         "error": run.failure.code,
         "message": str(run.failure),

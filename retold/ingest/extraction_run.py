@@ -28,6 +28,7 @@ from retold.models import (
     Principal,
     Scope,
     SessionInfo,
+    SessionKey,
     Turn,
 )
 
@@ -97,6 +98,8 @@ class ExtractionResult:
     session_id: str
     status: Outcome
     reason: str | None = None
+    agent_id: str | None = None  # the session's owner: its id alone is not unique
+    user_id: str | None = None
     rerun: bool = False
     reclaimed: bool = False
     counts: dict[str, int] = field(default_factory=dict)
@@ -114,7 +117,7 @@ class ExtractionResult:
 class ExtractionRun:
     """Everything one extraction computes; the graph's stages advance it in place."""
 
-    session_id: str
+    key: SessionKey
     force: bool = False
     actor: str = EXTRACTION_ACTOR
     t0: float = field(default_factory=time.perf_counter)
@@ -141,6 +144,10 @@ class ExtractionRun:
     @property
     def failed(self) -> bool:
         return self.failure is not None
+
+    @property
+    def session_id(self) -> str:
+        return self.key.session_id
 
     def add_time(self, stage: str, since: float) -> None:
         self.timings[stage] = round(self.timings.get(stage, 0.0) + (time.perf_counter() - since) * 1000.0, 3)
@@ -290,6 +297,8 @@ def run_result(run: ExtractionRun, status: Outcome) -> ExtractionResult:
     claim_ = run.claim
     return ExtractionResult(
         session_id=run.session_id,
+        agent_id=run.key.agent_id,
+        user_id=run.key.user_id,
         status=status,
         reason=run.skipped if status == "skipped" else (run.failure.code if run.failure else None),
         rerun=bool(claim_ and claim_.rerun),

@@ -26,6 +26,7 @@ from retold.ingest.equivalence import decide
 from retold.ingest.evidence import EvidenceOutcome, assess_evidence
 from retold.ingest.persist import Persister
 from retold.ingest.request import RETRY, Plan, Refused, Revision, WriteRequest, WriteResult, fail
+from retold.ingest.sources import source_for, source_user
 from retold.ingest.supersession import Decision, Judged, decide_current_fact, scan_window
 from retold.models import (
     RECORD_TYPES,
@@ -37,6 +38,7 @@ from retold.models import (
     Record,
     Resolution,
     Scope,
+    SessionKey,
 )
 from retold.policy import lifecycle
 from retold.policy.grants import readable_scopes, writable_scopes
@@ -85,6 +87,7 @@ class Ingestor:
         return await self._run(
             request.scope, request, actor or principal.agent_id,
             lambda timer: self._plan(principal, request, timer),
+            source_user(principal, trusted=request.trusted),
         )  # fmt: skip
 
     async def revise(
@@ -104,6 +107,7 @@ class Ingestor:
         return await self._run(
             target.scope, request, actor or principal.agent_id,
             lambda timer: self._plan_revision(principal, target.id, request, revision.reason, timer),
+            principal.user_id,
         )  # fmt: skip
 
     async def _run(
@@ -112,6 +116,7 @@ class Ingestor:
         request: WriteRequest,
         actor: str,
         planner: Callable[[Timer], Awaitable[Plan]],
+        user_id: str | None,
     ) -> WriteResult:
         timer = Timer()
         ambiguous: list[Resolution] = []
@@ -129,7 +134,7 @@ class Ingestor:
                 # Another process changed the record we decided against: decide once more.
                 if result.error != RETRY or attempt == 2:
                     break
-        await self._persist.log_ambiguity(ambiguous, actor, request)
+        await self._persist.log_ambiguity(ambiguous, actor, request, user_id)
         result.timings_ms = {**{s: round(v, 3) for s, v in timer.timings_ms.items()}}
         result.timings_ms["total"] = round(timer.total(), 3)
         return result
@@ -219,13 +224,14 @@ class Ingestor:
             entity_ids=[e.id for e, _ in links],
         )
 
+        source = source_for(record, principal, trusted=request.trusted)
         with timer("embed"):
             vectors = await anyio.to_thread.run_sync(self._embedder.embed_documents, [content])
             vector = np.asarray(vectors[0], dtype=np.float32)
 
-        decision, judged, truncated = await self._decide(record, vector, timer, overlay)
+        decision, judged, truncated = await self._decide(record, vector, timer, overlay, origin=source.origin)
         return Plan(record, vector, evidence, request.source_kind, links, decision, judged, truncated,
-                     notes, ambiguous)  # fmt: skip
+                     notes, ambiguous, source=source)  # fmt: skip
 
     async def _plan_revision(
         self, principal: Principal, target_id: str, request: WriteRequest, reason: str, timer: Timer
@@ -288,7 +294,7 @@ class Ingestor:
             vector = np.asarray(vectors[0], dtype=np.float32)
         decision = Decision("supersede", target, "manual_revision", reason=reason)
         return Plan(record, vector, evidence, request.source_kind, links, decision, [], False, notes, [],
-                    revision_reason=reason)  # fmt: skip
+                    revision_reason=reason, source=source_for(record, principal, trusted=False))  # fmt: skip
 
     async def _evidence(self, principal: Principal, request: WriteRequest, content: str) -> EvidenceOutcome:
         if request.trusted:
@@ -303,7 +309,8 @@ class Ingestor:
                 "invalid_source_kind",
                 f"source_kind {request.source_kind!r} is reserved for the host and the extractor",
             )
-        turns = await self._store.turns(principal.session_id) if principal.session_id else []
+        # Only the principal's own session: another principal's "s1" is not this one's transcript.
+        turns = await self._store.turns(SessionKey.of(principal)) if principal.session_id else []
         person, _ = await principal_entity(self._store, principal, clock=self._clock)
         names = [principal.user_id, *(person.aliases if person is not None else [])]
         return await assess_evidence(
@@ -398,7 +405,7 @@ class Ingestor:
         return out
 
     async def _decide(
-        self, record: Record, vector: np.ndarray, timer: Timer, overlay: Overlay | None = None
+        self, record: Record, vector: np.ndarray, timer: Timer, overlay: Overlay | None = None, *, origin: str
     ) -> tuple[Decision, list[Judged], bool]:
         cfg = self._config.ingestion
         judged: list[Judged] = []
@@ -406,18 +413,24 @@ class Ingestor:
         retired = overlay.retired if overlay is not None else set()
 
         if record.source_kind == "session_summary":
-            return await self._summary_decision(record, overlay), judged, truncated
+            return await self._summary_decision(record, overlay, origin), judged, truncated
 
-        # Identical content from the same evidence is the same claim, judge or no judge.
+        # Identical content from the same evidence is the same claim, judge or no judge; the
+        # same evidence means the same owned source, not just the same session id and turn.
         if record.source_ref is not None:
-            same_ref = await self._store.live_records_with_ref(record.scope, record.source_ref)
+            same_ref = await self._store.live_records_with_origin(record.scope, origin)
             if overlay is not None:
-                same_ref = [r for r in same_ref if r.id not in retired] + overlay.with_ref(record.source_ref)
+                same_ref = [r for r in same_ref if r.id not in retired] + overlay.with_origin(origin)
             for existing in same_ref:
                 if (existing.scope == record.scope and existing.type == record.type
                         and normalize_ws(existing.content) == record.content):  # fmt: skip
                     return Decision("reinforce", existing, "identical", verdict="same"), judged, truncated
 
+        # The judged cosines below read the index, so it catches up first with every committed
+        # write: another process's, or one of ours whose in-process update a cancellation
+        # during its COMMIT skipped. Unrefreshed, such a record would be judged at cosine 0.
+        with timer("dedup_search"):
+            await self._index.refresh(self._store, self._config.embedding.incremental_reload_max)
         scanned: list[Record] = []
         if record.type in ("semantic", "procedural") and record.subject_entity_id is not None:
             with timer("dedup_search"):
@@ -439,7 +452,6 @@ class Ingestor:
                 return decision, judged, truncated
 
         with timer("dedup_search"):
-            await self._index.refresh(self._store, self._config.embedding.incremental_reload_max)
             eligible = await self._store.eligible_ids(
                 [record.scope], now=self._clock.now(), types=[record.type]
             )
@@ -466,18 +478,18 @@ class Ingestor:
                 )
         return Decision("create"), judged, truncated
 
-    async def _summary_decision(self, record: Record, overlay: Overlay | None) -> Decision:
+    async def _summary_decision(self, record: Record, overlay: Overlay | None, origin: str) -> Decision:
         """A session summary only ever meets an earlier summary of its own session (spec §6.2).
 
-        ``source_ref`` is its idempotency key: identical text reinforces (a re-run reports
-        ``already_reinforced``), different text supersedes so the history remains, and no
-        judge or nearby search is consulted.
+        Its source (``session:<id>`` of its owner) is its idempotency key: identical text
+        reinforces (a re-run reports ``already_reinforced``), different text supersedes so the
+        history remains, and no judge or nearby search is consulted.
         """
         assert record.source_ref is not None
         retired = overlay.retired if overlay is not None else set()
-        live = [r for r in await self._store.live_session_summaries(record.source_ref) if r.id not in retired]
+        live = [r for r in await self._store.live_session_summaries(origin) if r.id not in retired]
         if overlay is not None:
-            live += [r for r in overlay.with_ref(record.source_ref) if r.source_kind == "session_summary"]
+            live += [r for r in overlay.with_origin(origin) if r.source_kind == "session_summary"]
         if not live:
             return Decision("create")
         current = live[-1]

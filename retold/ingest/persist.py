@@ -7,6 +7,7 @@ versions afterwards, so a rolled-back write never reaches it.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -19,12 +20,19 @@ from retold.ingest.entities import materialize
 from retold.ingest.equivalence import judge_identity
 from retold.ingest.request import RETRY, Plan, WriteRequest, WriteResult, fail
 from retold.ingest.supersession import Decision
-from retold.models import EquivalenceJudge, Record, Resolution
+from retold.models import EquivalenceJudge, Record, RecordSource, Resolution
 from retold.policy import lifecycle
 from retold.store import Store
 from retold.util import Timer
 
 __all__ = ["Persister"]
+
+
+def _source(plan: Plan) -> RecordSource:
+    if plan.source is None:
+        raise AssertionError("a plan reaches the persister with its source (Ingestor.plan sets it)")
+    return plan.source
+
 
 _PENDING = ["event_log", "transaction", "index_update", "total"]
 _REINFORCE_FIELDS = (
@@ -84,7 +92,11 @@ class Persister:
         async with self._store.transaction():
             with timer("persistence"):
                 links = []
-                for entity, role in plan.links:
+                for planned, role in plan.links:
+                    # A name this write introduces is the writer's words: erasure finds it by these.
+                    entity = dataclasses.replace(
+                        planned, origin_user=_source(plan).user_id, origin_record=record.id
+                    )
                     stored = await materialize(self._store, entity, actor=actor)
                     if stored.id != entity.id and record.subject_entity_id == entity.id:
                         # Another writer created the same name meanwhile: key the fact to that one.
@@ -99,7 +111,10 @@ class Persister:
                     superseded = [decision.target.id, *decision.also_superseded]  # type: ignore[union-attr]
                     for old_id in superseded:
                         touched.append((old_id, await self._store.set_status(old_id, "superseded")))
-                touched.append((record.id, await self._store.insert_record(record, links=links)))
+                source = dataclasses.replace(_source(plan), record_id=record.id, content=record.content)
+                touched.append(
+                    (record.id, await self._store.insert_record(record, links=links, source=source))
+                )
                 touched.append((record.id, await self._store.put_embedding(
                     record.id, self._embedder.name, self._embedder.version, plan.vector)))  # fmt: skip
                 if decision.action == "conflict":
@@ -148,10 +163,18 @@ class Persister:
                 current = await self._store.get_record(target.id)
                 if current is None or not current.is_active:
                     raise fail(RETRY, "the record this write reinforces changed meanwhile; retry")
-                counted_refs = await self._store.counted_refs(current.id)
-                counted = incoming.source_ref is not None and incoming.source_ref not in counted_refs
+                # Independence is per owned source: another user's "session:s1<turn:3>" counts.
+                source = _source(plan)
+                counted = incoming.source_ref is not None and (
+                    source.origin not in await self._store.counted_origins(current.id)
+                )
                 outcome = "reinforced" if counted else "already_reinforced"
                 status = current.status
+                # Every supporter is kept (spec §6.4 keeps only the strongest on the record
+                # itself): erasing one user must not take away another's evidence.
+                await self._store.add_source(
+                    dataclasses.replace(source, record_id=current.id, counted=counted)
+                )
                 if counted:
                     updated = lifecycle.reinforce(
                         current, incoming.created_at, self._config, source_kind=incoming.source_kind,
@@ -162,6 +185,8 @@ class Persister:
                         for k in _REINFORCE_FIELDS
                         if getattr(updated, k) != getattr(current, k)
                     }  # fmt: skip
+                    if "source_ref" in changes or "source_kind" in changes:
+                        changes["source_origin"] = source.origin
                     touched.append((current.id, await self._store.update_record(current.id, **changes)))
                     status = updated.status
             with timer("event_log"):
@@ -211,7 +236,12 @@ class Persister:
 
     def _payload(self, plan: Plan) -> dict[str, Any]:
         record = plan.record
+        source = _source(plan)
         payload: dict[str, Any] = {
+            # Whose words these are: erasing a user or session finds its events by these.
+            "agent_id": source.agent_id,
+            "user_id": source.user_id,
+            "session_id": source.session_id,
             "type": record.type,
             "scope": str(record.scope),
             "subject": record.subject,
@@ -246,11 +276,16 @@ class Persister:
             payload["ambiguous_mention"] = [r.mention.text for r in plan.ambiguous]
         return payload
 
-    async def log_ambiguity(self, ambiguous: list[Resolution], actor: str, request: WriteRequest) -> None:
-        """ambiguous_alias events, appended after the write committed or was refused (spec §9)."""
+    async def log_ambiguity(
+        self, ambiguous: list[Resolution], actor: str, request: WriteRequest, user_id: str | None = None
+    ) -> None:
+        """ambiguous_alias events, appended after the write committed or was refused (spec §9).
+
+        ``user_id`` is whose words the alias was (erasing that user scrubs the event).
+        """
         for res in ambiguous:
             await self._store.append_event(
                 "ambiguous_alias", actor,
                 payload={"alias": res.mention.text, "kind": res.mention.kind, "role": res.mention.role,
-                         "candidates": res.candidates, "scope": str(request.scope)},
+                         "candidates": res.candidates, "scope": str(request.scope), "user_id": user_id},
             )  # fmt: skip

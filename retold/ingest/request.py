@@ -10,7 +10,7 @@ import numpy as np
 
 from retold.ingest.evidence import EvidenceOutcome
 from retold.ingest.supersession import Decision, Judged
-from retold.models import Entity, EntityMention, Record, Resolution, Scope
+from retold.models import Entity, EntityMention, Record, RecordSource, Resolution, Scope
 
 __all__ = ["RETRY", "Plan", "Refused", "Revision", "WriteRequest", "WriteResult", "fail"]
 
@@ -102,6 +102,7 @@ class Plan:
     notes: list[str]
     ambiguous: list[Resolution]
     revision_reason: str | None = None  # set for a memory_revise supersede (manual_revision)
+    source: RecordSource | None = None  # what this write contributes (retold.ingest.sources)
 
 
 @dataclass(frozen=True)

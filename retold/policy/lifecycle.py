@@ -7,10 +7,12 @@ and nothing here touches the store.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from retold.config import Config
-from retold.models import ACTIVE_STATUSES, Record
+from retold.models import ACTIVE_STATUSES, Record, RecordSource
+from retold.util import normalize_ws
 
 __all__ = [
     "INITIAL_CONFIDENCE",
@@ -21,6 +23,7 @@ __all__ = [
     "is_expired",
     "needs_expiry",
     "reinforce",
+    "resupport",
     "source_rank",
 ]
 
@@ -93,6 +96,48 @@ def reinforce(
     if source_kind is not None and source_rank(source_kind, config) > source_rank(record.source_kind, config):
         changes.update(source_kind=source_kind, source_ref=source_ref, evidence=evidence)
     return dataclasses.replace(record, **changes)  # type: ignore[arg-type]
+
+
+def resupport(
+    record: Record, remaining: Sequence[RecordSource], *, primary_removed: bool, now: datetime, config: Config
+) -> dict[str, object]:
+    """A record's columns once some of its sources are erased and ``remaining`` still support it.
+
+    The strongest remaining source (rank, then the latest) takes over the provenance when
+    the record's own source was among those erased, and its wording replaces the content
+    when it differs (it was judged the same fact). The count of independent observations,
+    the confidence and, for a live record, the status follow what is left: a fact that
+    only the erased user's statement confirmed is again a provisional inference.
+    Returns only the columns that change (``source_origin`` included, for the store).
+    """
+    if not remaining:
+        raise ValueError("resupport needs at least one remaining source; erase the record instead")
+    best = max(remaining, key=lambda s: (source_rank(s.source_kind, config), s.added_at))
+    reinforcements = max(0, sum(1 for s in remaining if s.counted) - 1)
+    kind = best.source_kind if primary_removed else record.source_kind
+    wanted: dict[str, object] = {
+        "reinforcements": reinforcements,
+        "confidence": min(0.99, round(initial_confidence(kind) + 0.1 * reinforcements, 10)),
+    }
+    if primary_removed:
+        wanted.update(
+            source_kind=best.source_kind, source_ref=best.source_ref, evidence=best.evidence,
+            source_origin=best.origin,
+        )  # fmt: skip
+        if normalize_ws(best.content) != normalize_ws(record.content):
+            wanted["content"] = best.content
+        if record.status in ACTIVE_STATUSES:
+            confirmed = initial_status(kind) == "confirmed" or (
+                reinforcements + 1 >= config.ingestion.reinforcements_to_confirm
+            )
+            if confirmed and record.status == "provisional":
+                wanted.update(status="confirmed", expires_at=None)
+            elif not confirmed and record.status == "confirmed":
+                wanted.update(
+                    status="provisional",
+                    expires_at=now + timedelta(days=config.ingestion.provisional_ttl_days),
+                )
+    return {k: v for k, v in wanted.items() if k == "source_origin" or getattr(record, k) != v}
 
 
 def is_expired(record: Record, now: datetime) -> bool:

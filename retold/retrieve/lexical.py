@@ -21,7 +21,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from retold.models import LexicalMatch, LexicalTerm
+from retold.models import LexicalMatch, LexicalTerm, Scope
 from retold.retrieve.stopwords import STOPWORDS
 from retold.util import normalize_alias
 
@@ -315,16 +315,28 @@ MAX_VARIANTS = 8
 STEM_MIN_CHARS = 3
 """Stems shorter than this ("go", "us") would gather unrelated words; such terms match exactly."""
 
+VARIANT_SCAN_MAX = 256
+"""Indexed terms read per stem, in term order, when looking for its inflections.
+
+The vocabulary read is the searcher's own (``Store.lexical_index``): only words the searcher
+may read can take these slots, so another tenant's ``connect000``… cannot push "connected" out.
+"""
+
 
 @functools.lru_cache(maxsize=1)
 def _stemmer() -> Any:
     import snowballstemmer  # the Snowball English stemmer; uses PyStemmer's C code when installed
 
-    return snowballstemmer.stemmer("english")
+    stemmer = snowballstemmer.stemmer("english")
+    if hasattr(stemmer, "maxCacheSize"):
+        # PyStemmer keeps the last 10,000 words it saw: stored and queried words, erased ones
+        # included. Stemming costs a fraction of a microsecond, so nothing is cached.
+        stemmer.maxCacheSize = 0
+    return stemmer
 
 
-@functools.lru_cache(maxsize=65536)
 def stem(token: str) -> str:
+    """The Snowball English stem; deliberately uncached (no word outlives the search that used it)."""
     return str(_stemmer().stemWord(token))
 
 
@@ -459,6 +471,7 @@ async def lexical_search(
     k: int,
     *,
     entity_aliases: Collection[str] = frozenset(),
+    scopes: Sequence[Scope] | None = None,
 ) -> list[LexicalHit]:
     """Up to ``k`` eligible records matching any query's terms, best BM25 first (spec §10.2).
 
@@ -466,25 +479,37 @@ async def lexical_search(
     before the limit, so ineligible rows can never crowd eligible ones out. Hits whose
     fields contain no complete term of any query (FTS matched part of a phrase only in a
     way Python's contiguity check rejects) are dropped and ranks renumbered.
+
+    ``scopes`` are the searcher's readable scopes (default: those of the eligible records).
+    Everything the channel derives from the index — inflections, term counts, BM25's
+    document frequencies and average length — comes from those scopes' rows alone
+    (``Store.lexical_index``), so another tenant's words cannot change this search.
     """
     if not eligible or k <= 0:
         return []
     per_query = [query_terms(q, entity_aliases) for q in queries]
-    plain = [t for terms in per_query for t in terms if t.stemmable]
-    if plain:  # one vocabulary read: inflections to add, then which words are worth searching
-        stems = {root for t in plain if (root := stem_of(t)) is not None}
-        stats = await store.term_statistics([t.tokens[0] for t in plain], sorted(stems))
-        per_query = with_variants(per_query, stats.variants)
-        counts = dict(stats.counts)
-        for indexed in stats.variants.values():
-            counts.update(indexed)  # (term, records) pairs: the inflections' own counts
-        terms = selective_terms([t for q in per_query for t in q], stats.total, counts)
-    else:
-        terms = [t for q in per_query for t in q]
-    match = fts_query(terms)
-    if not match:
+    if not any(per_query):
         return []
-    rows = await store.fts_search(match, eligible, k)
+    if scopes is None:
+        scopes = await store.scopes_of(eligible)
+    async with store.lexical_index(scopes) as index:
+        plain = [t for terms in per_query for t in terms if t.stemmable]
+        if plain:  # one vocabulary read: inflections to add, then which words are worth searching
+            stems = {root for t in plain if (root := stem_of(t)) is not None}
+            stats = await store.term_statistics(
+                [t.tokens[0] for t in plain], sorted(stems), index=index, limit=VARIANT_SCAN_MAX
+            )
+            per_query = with_variants(per_query, stats.variants)
+            counts = dict(stats.counts)
+            for indexed in stats.variants.values():
+                counts.update(indexed)  # (term, records) pairs: the inflections' own counts
+            terms = selective_terms([t for q in per_query for t in q], stats.total, counts)
+        else:
+            terms = [t for q in per_query for t in q]
+        match = fts_query(terms)
+        if not match:
+            return []
+        rows = await store.fts_search(match, eligible, k, index=index)
     hits: list[LexicalHit] = []
     for record_id, score, content, subject, aliases in rows:
         found = _best_match(per_query, (content, subject, aliases))

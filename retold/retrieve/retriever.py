@@ -178,7 +178,9 @@ async def generate(rt: Runtime, run: SearchRun) -> None:
         )
         run.broad_entities = sorted(broad)
         alias_set = frozenset(aliases)
-        run.lexical = await lexical_search(rt.store, run.queries, run.eligible, k, entity_aliases=alias_set)
+        run.lexical = await lexical_search(
+            rt.store, run.queries, run.eligible, k, entity_aliases=alias_set, scopes=run.scopes
+        )
         t = run.mark("lexical", t)
         run.entity = await entity_search(rt.store, aliases, run.eligible, k)
         t = run.mark("entity", t)
@@ -311,8 +313,14 @@ async def respond(rt: Runtime, run: SearchRun) -> SearchResponse:
     missing = [a.candidate.record_id for a in admitted if a.candidate.record_id not in conflicts]
     if missing:  # counterparts admitted beside a provisional record
         conflicts.update(await _eligible_conflicts(rt, run, missing))
+    # A shared record may link an entity the caller cannot read (another user's person):
+    # its id stays out of what this caller is shown.
+    linked = {e for a in admitted for e in run.records[a.candidate.record_id].entity_ids}
+    shown = await rt.store.readable_entity_ids(linked, run.scopes) if linked else set()
     for admission in admitted:
         record = run.records[admission.candidate.record_id]
+        if any(e not in shown for e in record.entity_ids):
+            record = dataclasses.replace(record, entity_ids=[e for e in record.entity_ids if e in shown])
         partners_of = conflicts[record.id]
         explanation = build_explanation(
             admission,

@@ -174,6 +174,15 @@ class AuditMixin:
         rows = await self.db.fetchall(sql, params)
         return [{**dict(r), "payload": json.loads(r["payload"])} for r in rows]
 
+    async def latest_events(self, record_id: str, limit: int) -> tuple[list[dict[str, Any]], int]:
+        """The record's ``limit`` most recent events (oldest first) and how many it has in all."""
+        total = int(await self.db.fetchval("SELECT count(*) FROM events WHERE record_id = ?", (record_id,)))
+        rows = await self.db.fetchall(
+            "SELECT * FROM (SELECT * FROM events WHERE record_id = ? ORDER BY id DESC LIMIT ?) ORDER BY id",
+            (record_id, limit),
+        )
+        return [{**dict(r), "payload": json.loads(r["payload"])} for r in rows], total
+
     # --- search log -----------------------------------------------------------------------
 
     async def insert_search_log(self, row: Mapping[str, Any]) -> None:

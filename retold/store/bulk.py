@@ -15,7 +15,7 @@ import numpy as np
 from retold.models import Record
 from retold.store.database import Database
 from retold.store.rows import RECORD_COLUMNS, record_to_params
-from retold.util import Clock
+from retold.util import Clock, format_ts
 
 __all__ = ["FTS_ROW_SQL", "BulkMixin"]
 
@@ -23,9 +23,12 @@ FTS_ROW_SQL = """INSERT INTO records_fts(record_id, content, subject, aliases)
     SELECT r.id, r.content, r.subject,
            coalesce((SELECT group_concat(a.alias_norm, ' ')
                        FROM record_entities l JOIN entity_aliases a ON a.entity_id = l.entity_id
-                      WHERE l.record_id = r.id), '')
+                      WHERE l.record_id = r.id AND a.scope_kind = r.scope_kind
+                        AND a.scope_id = r.scope_id), '')
       FROM records r WHERE r.id = ? AND r.status != 'deleted'"""
-"""One record's FTS row: its content, subject and the aliases of every linked entity."""
+"""One record's FTS row: its content, subject and the aliases of its linked entities that are
+given in the record's own scope. Index text may hold only names the record's readers may
+read: a user's private alias for their person entity never reaches a project record's row."""
 
 
 class BulkMixin:
@@ -62,6 +65,18 @@ class BulkMixin:
                 [(r.id, e, role) for r, pairs in zip(records, links, strict=True) for e, role in pairs],
             )
             await self.db.executemany(FTS_ROW_SQL, [(r.id,) for r in records])
+            # A bulk import is the host's: each record's one source belongs to no user.
+            await self.db.executemany(
+                """INSERT OR IGNORE INTO record_sources(record_id, origin, source_kind, source_ref, agent_id,
+                          user_id, session_id, evidence, content, added_at, counted)
+                   VALUES (?, ?, ?, ?, ?, NULL, NULL, ?, ?, ?, ?)""",
+                [
+                    (r.id, f"{r.creator_agent_id}//{r.source_ref or '-'}", r.source_kind, r.source_ref,
+                     r.creator_agent_id, r.evidence, r.content, format_ts(r.created_at),
+                     int(r.source_ref is not None))
+                    for r in records
+                ],
+            )  # fmt: skip
             await self.db.executemany(
                 """INSERT INTO embeddings(record_id, model, version, dims, vector, index_version)
                    VALUES (?, ?, ?, ?, ?, ?)""",

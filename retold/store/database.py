@@ -8,6 +8,17 @@ ones become savepoints. Reads outside a transaction go to a second connection,
 so they never see another coroutine's uncommitted work (datasette's one-writer,
 many-readers pattern).
 
+Cancellation. aiosqlite runs each statement on the connection's own thread, in the
+order it was queued; cancelling the coroutine that awaits a statement does not stop
+the statement. So a transaction is finished (``COMMIT``, ``ROLLBACK``, ``RELEASE``)
+by a task of its own that runs to its end whatever happens to its caller, and the
+write lock passes to the next transaction only once the connection is back in
+autocommit mode. A caller cancelled while its ``BEGIN IMMEDIATE`` still waits for
+another process's lock gets its ``CancelledError`` at once; the rollback queued behind
+that ``BEGIN`` keeps the lock until it has run. A caller cancelled during ``COMMIT``
+sees the commit finish first: the write is then whole (and its
+:meth:`Database.after_commit` callbacks have run) although the caller was cancelled.
+
 All SQL retold runs passes through :meth:`Database.execute` and friends, which
 accept an optional tracer: ``db.tracer = lambda sql, params: print(sql)``.
 """
@@ -17,26 +28,61 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import logging
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import aiosqlite
 
 from retold.errors import StoreClosedError, StoreError
 from retold.util import new_id
 
-__all__ = ["Database", "Row", "translate_error"]
+__all__ = ["Database", "Row", "run_to_completion", "translate_error"]
+
+logger = logging.getLogger(__name__)
 
 Row = sqlite3.Row
 Params = Sequence[Any] | dict[str, Any]
+T = TypeVar("T")
 
-# The transaction this task is inside, if any: (database, savepoint depth, owning task).
-_current_tx: contextvars.ContextVar[tuple[Database, int, asyncio.Task[Any] | None] | None] = (
-    contextvars.ContextVar("retold_current_tx", default=None)
-)
+
+@dataclass(eq=False)
+class _Frame:
+    """One level of the transaction a task is inside: the outer transaction or a savepoint."""
+
+    db: Database
+    depth: int  # 0 for the outer transaction, n for savepoint ``sp<n>``
+    task: asyncio.Task[Any] | None  # the only task that may use it
+    on_commit: list[Callable[[], None]] = field(default_factory=list)
+
+
+# The transaction (innermost savepoint) this task is inside, if any.
+_current_tx: contextvars.ContextVar[_Frame | None] = contextvars.ContextVar("retold_current_tx", default=None)
+
+
+async def run_to_completion(work: Awaitable[T]) -> T:
+    """Await ``work`` to its end even if the caller is cancelled meanwhile, then re-raise that.
+
+    The work runs in a task of its own, so a cancellation reaches only this wait, never the
+    statement; every further cancellation while it runs is absorbed into the one raised after.
+    """
+    task = asyncio.ensure_future(work)
+    interrupted: asyncio.CancelledError | None = None
+    while not task.done():
+        try:
+            await asyncio.wait((task,))
+        except asyncio.CancelledError as exc:
+            interrupted = exc
+    if interrupted is not None:
+        failure = None if task.cancelled() else task.exception()
+        if failure is not None:
+            raise interrupted from failure
+        raise interrupted
+    return task.result()
 
 
 class Database:
@@ -49,6 +95,8 @@ class Database:
         self._writer: aiosqlite.Connection | None = None
         self._reader: aiosqlite.Connection | None = None
         self._write_lock = asyncio.Lock()
+        # Rollbacks still finishing for callers cancelled during BEGIN (they hold the lock).
+        self._finishing: set[asyncio.Task[None]] = set()
         self._closed = False
 
     @classmethod
@@ -94,77 +142,189 @@ class Database:
         if self._closed or self._writer is None:
             raise StoreClosedError(f"store {self.path!r} has been closed")
 
-    def _tx_depth(self) -> int | None:
-        """Savepoint depth of the transaction this task is in, or None outside one.
+    def _frame(self) -> _Frame | None:
+        """The transaction level this task is in, or None outside one.
 
         Tasks created inside a transaction inherit the context variable but not the
         transaction: sharing one would interleave their statements and savepoints, so
         such a task is refused rather than silently given the writer.
         """
         current = _current_tx.get()
-        if current is None or current[0] is not self:
+        if current is None or current.db is not self:
             return None
-        if current[2] is not asyncio.current_task():
+        if current.task is not asyncio.current_task():
             raise StoreError(
                 "a task started inside a store transaction tried to use it; run the writes in the "
                 "transaction's own task (await them in sequence) or give the task its own transaction "
                 "after the outer one commits"
             )
-        return current[1]
+        return current
 
     def _conn(self) -> aiosqlite.Connection:
         """The transaction's connection inside one, else the reader."""
         self._check_open()
-        if self._tx_depth() is not None:
+        if self._frame() is not None:
             assert self._writer is not None
             return self._writer
         return self._reader or self._writer  # type: ignore[return-value]
 
     @property
     def in_transaction(self) -> bool:
-        return self._tx_depth() is not None
+        return self._frame() is not None
+
+    def after_commit(self, callback: Callable[[], None]) -> None:
+        """Run ``callback`` once the enclosing transaction commits; drop it if it rolls back.
+
+        For in-process state that mirrors a write (vector index rows, caches of erased
+        text): the callback runs as soon as ``COMMIT`` succeeds, even when the caller was
+        cancelled meanwhile and never reaches the code after its ``async with``. Inside a
+        savepoint it waits for the outer commit. Callbacks must be quick and must not raise;
+        one that raises is logged and the others still run.
+        """
+        frame = self._frame()
+        if frame is None:
+            raise StoreError("after_commit needs an open transaction: call it inside store.transaction()")
+        frame.on_commit.append(callback)
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[None]:
-        """Commit everything inside as one unit, or nothing if it raises.
+        """Commit everything inside as one unit, or nothing if it raises or is cancelled.
 
         Nested use becomes a savepoint, so a helper that needs atomicity can open a
-        transaction whether or not its caller already did.
+        transaction whether or not its caller already did. Cancellation at any await
+        leaves the connection out of the transaction (see the module docstring).
         """
         self._check_open()
-        outer = self._tx_depth()
-        task = asyncio.current_task()
+        outer = self._frame()
         if outer is not None:
-            depth = outer + 1
-            name = f"sp{depth}"
-            await self.execute(f"SAVEPOINT {name}")
-            token = _current_tx.set((self, depth, task))
+            async with self._savepoint(outer):
+                yield
+            return
+
+        await self._write_lock.acquire()
+        # From here the lock is released by _finish alone, once the connection is idle again.
+        frame = _Frame(self, 0, asyncio.current_task())
+        token = _current_tx.set(frame)
+        try:
+            try:
+                await self._begin()
+            except asyncio.CancelledError:
+                # BEGIN may still be waiting for another process's lock on the connection's
+                # thread: leave now, and let the rollback queued behind it release the lock.
+                self._finish_later(frame)
+                raise
+            except BaseException:
+                await run_to_completion(self._finish(frame, commit=False))
+                raise
             try:
                 yield
             except BaseException:
-                await self.execute(f"ROLLBACK TO {name}")
-                await self.execute(f"RELEASE {name}")
+                await run_to_completion(self._finish(frame, commit=False))
                 raise
-            else:
-                await self.execute(f"RELEASE {name}")
-            finally:
-                _current_tx.reset(token)
-            return
+            await run_to_completion(self._finish(frame, commit=True))
+        finally:
+            _current_tx.reset(token)
 
-        async with self._write_lock:
-            token = _current_tx.set((self, 0, task))
-            try:
-                await self.execute("BEGIN IMMEDIATE")
+    async def _begin(self) -> None:
+        self._check_open()  # closed while this task waited for the lock
+        writer = self._writer
+        assert writer is not None
+        if writer.in_transaction:
+            # Nothing acknowledged is in a transaction left open (a commit returns only once it
+            # succeeded), so whatever an earlier failure left behind is discarded, not wedged on.
+            logger.warning("the writer of %s was left inside a transaction; rolling it back", self.path)
+            await self._rollback(writer)
+        await self._on_writer("BEGIN IMMEDIATE")
+
+    async def _finish(self, frame: _Frame, *, commit: bool) -> None:
+        """COMMIT or ROLLBACK, run the commit callbacks, then hand the write lock on.
+
+        Runs as a task of its own (see :func:`run_to_completion`). A failed COMMIT leaves the
+        transaction open in SQLite, so it is rolled back before the error is raised.
+        """
+        committed = False
+        try:
+            writer = self._writer
+            if writer is None:  # closed mid-transaction: the connection took the transaction with it
+                return
+            if commit:
                 try:
-                    yield
-                except BaseException:
-                    if self._writer is not None:  # closed mid-transaction: nothing left to roll back
-                        await self._writer.rollback()
-                    raise
-                else:
-                    await self.execute("COMMIT")
-            finally:
-                _current_tx.reset(token)
+                    await self._on_writer("COMMIT")
+                    committed = True
+                finally:
+                    if not committed:
+                        await self._rollback(writer)
+            else:
+                await self._rollback(writer)
+        finally:
+            self._write_lock.release()
+        if committed:
+            for callback in frame.on_commit:
+                try:
+                    callback()
+                except Exception:
+                    logger.exception("an after-commit callback failed on %s", self.path)
+
+    async def _rollback(self, writer: aiosqlite.Connection) -> None:
+        """Roll back whatever is open on the writer; a no-op when nothing is (queued after any
+        statement still running, so it also catches a cancelled BEGIN that succeeds later)."""
+        if self.tracer is not None:
+            self.tracer("ROLLBACK", None)
+        try:
+            await writer.rollback()
+        except ValueError:  # aiosqlite: the connection was closed meanwhile
+            pass
+        except sqlite3.Error as exc:
+            raise translate_error(exc, "ROLLBACK") from exc
+
+    def _finish_later(self, frame: _Frame) -> None:
+        """Roll back in the background after a cancelled BEGIN; close() waits for it."""
+        task = asyncio.get_running_loop().create_task(
+            self._finish(frame, commit=False), context=contextvars.Context()
+        )
+        self._finishing.add(task)
+        task.add_done_callback(self._finished)
+
+    def _finished(self, task: asyncio.Task[None]) -> None:
+        self._finishing.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            failure = task.exception()
+            logger.error("rolling back a cancelled transaction on %s failed", self.path, exc_info=failure)
+
+    @asynccontextmanager
+    async def _savepoint(self, outer: _Frame) -> AsyncIterator[None]:
+        """A nested transaction; its release and rollback run to their end even if cancelled.
+
+        A cancellation that interrupts the savepoint reaches the outer transaction, which
+        then rolls back everything, so a savepoint never outlives its failure half-done.
+        """
+        frame = _Frame(self, outer.depth + 1, outer.task)
+        name = f"sp{frame.depth}"
+        await self._on_writer(f"SAVEPOINT {name}")
+        token = _current_tx.set(frame)
+        try:
+            try:
+                yield
+            except BaseException:
+                await run_to_completion(self._on_writer(f"ROLLBACK TO {name}", f"RELEASE {name}"))
+                raise
+            await run_to_completion(self._on_writer(f"RELEASE {name}"))
+            outer.on_commit.extend(frame.on_commit)
+        finally:
+            _current_tx.reset(token)
+
+    async def _on_writer(self, *statements: str) -> None:
+        """Transaction-control statements on the writer, each run to completion, in order."""
+        writer = self._writer
+        if writer is None or self._closed:
+            raise StoreClosedError(f"store {self.path!r} has been closed")
+        for sql in statements:
+            if self.tracer is not None:
+                self.tracer(sql, None)
+            try:
+                await writer.execute_fetchall(sql)
+            except sqlite3.Error as exc:
+                raise translate_error(exc, sql) from exc
 
     async def execute(self, sql: str, params: Params | None = None) -> int:
         """Run one statement to completion and return the number of rows it changed."""
@@ -191,10 +351,12 @@ class Database:
         the statement cannot land inside another task's open transaction on the writer. Inside
         a transaction it simply joins it.
         """
-        if self._tx_depth() is not None:
+        if self._frame() is not None:
             return await self.execute(sql, params)
         async with self._write_lock:
-            token = _current_tx.set((self, 0, asyncio.current_task()))
+            # Cancelled, the statement still runs to its end in autocommit mode, before
+            # anything the next lock holder queues: it never leaves a transaction open.
+            token = _current_tx.set(_Frame(self, 0, asyncio.current_task()))
             try:
                 return await self.execute(sql, params)
             finally:
@@ -254,8 +416,10 @@ class Database:
         caller is using, so use it within the same transaction (or outside any).
         """
         name = "temp.ids_" + new_id().replace("-", "")
-        await self.execute(f"CREATE TABLE {name} (id TEXT PRIMARY KEY)")
         try:
+            # Inside the try: a cancelled CREATE still runs on the connection's thread, and the
+            # DROP queued behind it is what removes the table then.
+            await self.execute(f"CREATE TABLE {name} (id TEXT PRIMARY KEY)")
             await self.executemany(f"INSERT OR IGNORE INTO {name}(id) VALUES (?)", ((i,) for i in ids))
             yield name
         finally:
@@ -269,6 +433,8 @@ class Database:
         """Close both connections; safe to call more than once."""
         if self._closed:
             return
+        if self._finishing:  # a cancelled transaction's rollback: let it release the connection first
+            await run_to_completion(asyncio.gather(*self._finishing, return_exceptions=True))
         self._closed = True
         for conn in (self._reader, self._writer):
             if conn is not None:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
-from retold.errors import NotFoundError
-from retold.models import Entity, Scope, SessionInfo, Turn
+from retold.errors import InvalidArgumentError, NotFoundError
+from retold.models import Entity, Scope, SessionInfo, SessionKey, Turn
 from retold.store.database import Database
 from retold.store.rows import entity_from_row, scope_clause, session_from_row, turn_from_row
 from retold.util import Clock, format_ts, parse_ts
@@ -19,11 +19,12 @@ class EntitiesMixin:
     clock: Clock
 
     async def insert_entity(self, entity: Entity) -> None:
-        """Insert an entity and its aliases in one transaction."""
+        """Insert an entity and its aliases (scoped like the entity) in one transaction."""
         async with self.db.transaction():
             await self.db.execute(
                 """INSERT INTO entities(id, kind, canonical, scope_kind, scope_id, status, merged_into,
-                                        created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)""",
+                                        created_at, origin_user, origin_record)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
                 (
                     entity.id,
                     entity.kind,
@@ -33,18 +34,41 @@ class EntitiesMixin:
                     entity.status,
                     entity.merged_into,
                     format_ts(entity.created_at),
+                    entity.origin_user,
+                    entity.origin_record,
                 ),
             )
-            await self.add_aliases(entity.id, entity.aliases)
+            await self.add_aliases(
+                entity.id, entity.aliases, scope=entity.scope, origin_user=entity.origin_user
+            )
 
-    async def add_aliases(self, entity_id: str, aliases: Iterable[str]) -> list[str]:
-        """Attach normalised aliases; return those that were new."""
+    async def add_aliases(
+        self,
+        entity_id: str,
+        aliases: Iterable[str],
+        *,
+        scope: Scope | None = None,
+        origin_user: str | None = None,
+    ) -> list[str]:
+        """Attach normalised aliases; return those that were new.
+
+        An alias carries the scope whose readers may see it (default: the entity's own), so
+        a name given in one scope never reaches another scope's index text.
+        """
         added = []
         async with self.db.transaction():
+            if scope is None:
+                entity = await self.db.fetchone(
+                    "SELECT scope_kind, scope_id FROM entities WHERE id = ?", (entity_id,)
+                )
+                if entity is None:
+                    raise NotFoundError(f"no entity {entity_id!r}")
+                scope = Scope(entity[0], entity[1])
             for alias in aliases:
                 changed = await self.db.execute(
-                    "INSERT OR IGNORE INTO entity_aliases(entity_id, alias_norm) VALUES (?, ?)",
-                    (entity_id, alias),
+                    """INSERT OR IGNORE INTO entity_aliases(entity_id, alias_norm, scope_kind, scope_id,
+                                                            origin_user) VALUES (?, ?, ?, ?, ?)""",
+                    (entity_id, alias, scope.kind, scope.id, origin_user),
                 )
                 if changed:
                     added.append(alias)
@@ -80,10 +104,13 @@ class EntitiesMixin:
         if not scopes:
             return []
         scope_sql, scope_params = scope_clause(scopes, "e.")
-        params: list[object] = [alias_norm, *scope_params]
+        alias_sql, alias_params = scope_clause(scopes, "a.")
+        params: list[object] = [alias_norm, *scope_params, *alias_params]
+        # Both the entity and the alias row must be readable: an alias given in a scope the
+        # caller cannot read does not resolve for them (aliases carry a scope).
         sql = f"""SELECT DISTINCT coalesce(e.merged_into, e.id) AS id
                    FROM entity_aliases a JOIN entities e ON e.id = a.entity_id
-                  WHERE a.alias_norm = ? AND {scope_sql}"""
+                  WHERE a.alias_norm = ? AND {scope_sql} AND {alias_sql}"""
         if kinds:
             sql += f" AND e.kind IN ({', '.join('?' for _ in kinds)})"
             params += list(kinds)
@@ -94,6 +121,18 @@ class EntitiesMixin:
             if fits and entity.id not in {e.id for e in found}:  # type: ignore[union-attr]
                 found.append(entity)  # type: ignore[arg-type]
         return found
+
+    async def readable_entity_ids(self, entity_ids: Iterable[str], scopes: Sequence[Scope]) -> set[str]:
+        """Of the entities, those that live in one of ``scopes`` (what a caller may be shown)."""
+        ids = list(dict.fromkeys(entity_ids))
+        if not ids or not scopes:
+            return set()
+        scope_sql, params = scope_clause(scopes)
+        rows = await self.db.fetchall(
+            f"SELECT id FROM entities WHERE id IN ({', '.join('?' for _ in ids)}) AND {scope_sql}",
+            [*ids, *params],
+        )
+        return {r[0] for r in rows}
 
     async def follow_merges(self, entity_id: str) -> Entity | None:
         """The surviving entity after any chain of merges (None if the id does not exist)."""
@@ -129,9 +168,12 @@ class EntitiesMixin:
             await self.db.execute(
                 "UPDATE entities SET merged_into = ? WHERE merged_into = ?", (target_id, source_id)
             )
+            # An alias keeps the scope it was given in (and whose words it was) as it moves.
             await self.db.execute(
-                """INSERT OR IGNORE INTO entity_aliases(entity_id, alias_norm)
-                   SELECT ?, alias_norm FROM entity_aliases WHERE entity_id = ?""",
+                """INSERT OR IGNORE INTO entity_aliases(entity_id, alias_norm, scope_kind, scope_id,
+                                                        origin_user)
+                   SELECT ?, alias_norm, scope_kind, scope_id, origin_user FROM entity_aliases
+                    WHERE entity_id = ?""",
                 (target_id, source_id),
             )
             # A record linked to both keeps one link; 'about' wins over 'mentions'.
@@ -163,6 +205,13 @@ class EntitiesMixin:
 
 
 class SessionsMixin:
+    """Sessions and their turns, always addressed by :class:`SessionKey` (owner and id).
+
+    Session ids are the adapter's, so they are not unique on their own: every statement
+    here names the agent and user too, and no caller-chosen id can reach another
+    principal's transcript.
+    """
+
     db: Database
     clock: Clock
 
@@ -181,63 +230,124 @@ class SessionsMixin:
                 ),
             )
 
-    async def get_session(self, session_id: str) -> SessionInfo | None:
-        row = await self.db.fetchone("SELECT * FROM sessions WHERE id = ?", (session_id,))
+    async def get_session(self, key: SessionKey) -> SessionInfo | None:
+        row = await self.db.fetchone(
+            "SELECT * FROM sessions WHERE agent_id = ? AND user_id = ? AND id = ?", _key(key)
+        )
         return None if row is None else session_from_row(row)
 
-    async def end_session(self, session_id: str, at: datetime) -> bool:
+    async def resolve_session(self, ref: str | SessionKey) -> SessionKey:
+        """The session an operator or graph input names: a key, ``agent/user/session``, or a bare id.
+
+        A bare id is accepted only while one principal uses it; otherwise the error lists the
+        qualified ids to choose from. Raises :class:`NotFoundError` when nothing matches.
+        """
+        if isinstance(ref, SessionKey):
+            key: SessionKey | None = ref
+        else:
+            if not isinstance(ref, str) or not ref.strip():
+                raise InvalidArgumentError(f"a session id must be a non-empty string, got {ref!r}")
+            key = SessionKey.parse(ref)
+        if key is not None:
+            if await self.get_session(key) is None:
+                raise NotFoundError(f"no session {str(key)!r}")
+            return key
+        named = await self.sessions_named(ref)  # type: ignore[arg-type]
+        if not named:
+            raise NotFoundError(f"no session {ref!r}")
+        if len(named) > 1:
+            choices = ", ".join(str(s.key) for s in named[:10])
+            raise InvalidArgumentError(
+                f"session id {ref!r} is used by {len(named)} principals; name one as agent/user/session "
+                f"({choices})"
+            )
+        return named[0].key
+
+    async def sessions_named(self, session_id: str) -> list[SessionInfo]:
+        """Every owner's session with this id (operators name sessions by id alone)."""
+        rows = await self.db.fetchall(
+            "SELECT * FROM sessions WHERE id = ? ORDER BY agent_id, user_id", (session_id,)
+        )
+        return [session_from_row(r) for r in rows]
+
+    async def end_session(self, key: SessionKey, at: datetime) -> bool:
         """Set ``ended_at`` once; return False when it was already ended (ending twice is a no-op)."""
         async with self.db.transaction():
             changed = await self.db.execute(
-                "UPDATE sessions SET ended_at = ? WHERE id = ? AND ended_at IS NULL",
-                (format_ts(at), session_id),
+                """UPDATE sessions SET ended_at = ?
+                    WHERE agent_id = ? AND user_id = ? AND id = ? AND ended_at IS NULL""",
+                (format_ts(at), *_key(key)),
             )
         return bool(changed)
 
-    async def append_turn(self, session_id: str, role: str, content: str, at: datetime) -> Turn:
+    async def append_turn(self, key: SessionKey, role: str, content: str, at: datetime) -> Turn:
         """Append the next turn, numbered from 1 in arrival order within the session."""
         async with self.db.transaction():
             number = await self.db.fetchval(
-                "SELECT coalesce(max(turn), 0) + 1 FROM session_turns WHERE session_id = ?", (session_id,)
+                """SELECT coalesce(max(turn), 0) + 1 FROM session_turns
+                    WHERE agent_id = ? AND user_id = ? AND session_id = ?""",
+                _key(key),
             )
             await self.db.execute(
-                "INSERT INTO session_turns(session_id, turn, role, content, at) VALUES (?, ?, ?, ?, ?)",
-                (session_id, number, role, content, format_ts(at)),
+                """INSERT INTO session_turns(agent_id, user_id, session_id, turn, role, content, at)
+                   VALUES (?, ?, ?, ?, ?, ?, ?)""",
+                (*_key(key), number, role, content, format_ts(at)),
             )
-        return Turn(session_id=session_id, turn=int(number), role=role, content=content, at=at)  # type: ignore[arg-type]
+        return Turn(session_id=key.session_id, turn=int(number), role=role, content=content, at=at)  # type: ignore[arg-type]
 
-    async def turns(self, session_id: str) -> list[Turn]:
+    async def turns(self, key: SessionKey) -> list[Turn]:
         rows = await self.db.fetchall(
-            "SELECT * FROM session_turns WHERE session_id = ? ORDER BY turn", (session_id,)
+            """SELECT * FROM session_turns WHERE agent_id = ? AND user_id = ? AND session_id = ?
+                ORDER BY turn""",
+            _key(key),
         )
         return [turn_from_row(r) for r in rows]
 
-    async def session_chain(self, base_id: str) -> list[SessionInfo]:
-        """The session and every idle-split continuation of it (``<base>~2``, ``~3``, ...), in order."""
+    async def session_chain(self, base: SessionKey) -> list[SessionInfo]:
+        """The owner's session and every idle-split continuation of it (``<base>~2``, ...), in order.
+
+        Only this owner's sessions: another principal's ``<base>~7`` is not a continuation.
+        """
+        base_id = base.session_id
         rows = await self.db.fetchall(
-            "SELECT * FROM sessions WHERE id = ? OR (id > ? AND id < ?)",
-            (base_id, base_id + "~", base_id + "~\uffff"),
+            """SELECT * FROM sessions WHERE agent_id = ? AND user_id = ?
+                  AND (id = ? OR (id > ? AND id < ?))""",
+            (base.agent_id, base.user_id, base_id, base_id + "~", base_id + "~\uffff"),
         )
         sessions = [session_from_row(r) for r in rows]
-        return sorted(sessions, key=lambda s: _split_number(s.id, base_id))
+        chain = [s for s in sessions if _split_number(s.id, base_id) is not None]
+        return sorted(chain, key=lambda s: _split_number(s.id, base_id) or 0)
 
-    async def last_activity(self, session_id: str) -> datetime | None:
+    async def last_activity(self, key: SessionKey) -> datetime | None:
         """When the session last saw a turn (its start when it has none)."""
         value = await self.db.fetchval(
-            """SELECT coalesce((SELECT max(at) FROM session_turns WHERE session_id = ?), started_at)
-                 FROM sessions WHERE id = ?""",
-            (session_id, session_id),
+            """SELECT coalesce((SELECT max(t.at) FROM session_turns t
+                                 WHERE t.agent_id = s.agent_id AND t.user_id = s.user_id
+                                   AND t.session_id = s.id), s.started_at)
+                 FROM sessions s WHERE s.agent_id = ? AND s.user_id = ? AND s.id = ?""",
+            _key(key),
         )
         return None if value is None else parse_ts(value)
 
     async def sessions_for_user(self, user_id: str) -> list[SessionInfo]:
-        rows = await self.db.fetchall("SELECT * FROM sessions WHERE user_id = ? ORDER BY id", (user_id,))
+        rows = await self.db.fetchall(
+            "SELECT * FROM sessions WHERE user_id = ? ORDER BY id, agent_id", (user_id,)
+        )
         return [session_from_row(r) for r in rows]
 
 
-def _split_number(session_id: str, base_id: str) -> int:
-    """1 for the base session, n for ``<base>~n``; anything else sorts last."""
+def _key(key: SessionKey) -> tuple[str, str, str]:
+    if not isinstance(key, SessionKey):
+        raise TypeError(f"sessions are addressed by a retold.SessionKey, got {type(key).__name__}")
+    return key.agent_id, key.user_id, key.session_id
+
+
+def _split_number(session_id: str, base_id: str) -> int | None:
+    """1 for the base session, n for ``<base>~n`` (n >= 2, digits only); None for anything else."""
     if session_id == base_id:
         return 1
     suffix = session_id[len(base_id) + 1 :]
-    return int(suffix) if suffix.isdigit() else 1 << 30
+    if session_id.startswith(base_id + "~") and suffix.isascii() and suffix.isdigit():
+        number = int(suffix)
+        return number if number >= 2 and str(number) == suffix else None
+    return None

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal
 
-from retold.models import Record, Scope
+from retold.models import Record, Scope, SessionKey
 from retold.store.database import Database
 from retold.store.rows import scope_clause
 from retold.util import Clock, format_ts, parse_ts
@@ -47,7 +47,7 @@ class ExtractionMixin:
     # --- session claims -----------------------------------------------------------------------
 
     async def claim_session(
-        self, session_id: str, *, now: datetime, stale_before: datetime, force: bool = False
+        self, key: SessionKey, *, now: datetime, stale_before: datetime, force: bool = False
     ) -> SessionClaim:
         """Claim an ended session for extraction, atomically across processes.
 
@@ -58,8 +58,9 @@ class ExtractionMixin:
         """
         async with self.db.transaction():
             row = await self.db.fetchone(
-                "SELECT ended_at, extraction_started_at, extracted_at FROM sessions WHERE id = ?",
-                (session_id,),
+                """SELECT ended_at, extraction_started_at, extracted_at FROM sessions
+                    WHERE agent_id = ? AND user_id = ? AND id = ?""",
+                (key.agent_id, key.user_id, key.session_id),
             )
             if row is None:
                 return SessionClaim("not_found")
@@ -73,8 +74,9 @@ class ExtractionMixin:
             if extracted is not None and not unfinished and not force:
                 return SessionClaim("already_extracted", previous_claim=started, extracted_at=extracted)
             changed = await self.db.execute(
-                "UPDATE sessions SET extraction_started_at = ? WHERE id = ? AND extraction_started_at IS ?",
-                (format_ts(now), session_id, row["extraction_started_at"]),
+                """UPDATE sessions SET extraction_started_at = ?
+                    WHERE agent_id = ? AND user_id = ? AND id = ? AND extraction_started_at IS ?""",
+                (format_ts(now), key.agent_id, key.user_id, key.session_id, row["extraction_started_at"]),
             )
             if not changed:  # unreachable under BEGIN IMMEDIATE; kept as the compare-and-set guard
                 return SessionClaim("claimed_by_other", previous_claim=started, extracted_at=extracted)
@@ -88,22 +90,23 @@ class ExtractionMixin:
         )
 
     async def finish_session_extraction(
-        self, session_id: str, *, claimed_at: datetime, now: datetime
+        self, key: SessionKey, *, claimed_at: datetime, now: datetime
     ) -> bool:
         """Set ``extracted_at`` if this worker's claim still stands; False when it was taken over."""
         async with self.db.transaction():
             changed = await self.db.execute(
-                "UPDATE sessions SET extracted_at = ? WHERE id = ? AND extraction_started_at = ?",
-                (format_ts(now), session_id, format_ts(claimed_at)),
+                """UPDATE sessions SET extracted_at = ?
+                    WHERE agent_id = ? AND user_id = ? AND id = ? AND extraction_started_at = ?""",
+                (format_ts(now), key.agent_id, key.user_id, key.session_id, format_ts(claimed_at)),
             )
         return bool(changed)
 
-    async def live_session_summaries(self, source_ref: str) -> list[Record]:
-        """The live summary of a session (any scope): the partial unique index allows one (§6.2)."""
+    async def live_session_summaries(self, origin: str) -> list[Record]:
+        """The live summary of an owned session (any scope): the partial unique index allows one (§6.2)."""
         rows = await self.db.fetchall(
-            """SELECT id FROM records WHERE source_ref = ? AND source_kind = 'session_summary'
+            """SELECT id FROM records WHERE source_origin = ? AND source_kind = 'session_summary'
                  AND status IN ('provisional', 'confirmed') ORDER BY created_at, id""",
-            (source_ref,),
+            (origin,),
         )
         return await self.get_records(r[0] for r in rows)
 

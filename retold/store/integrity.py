@@ -74,8 +74,11 @@ class IntegrityMixin:
         counted = {f.record_id for f in findings}
         aliases: dict[str, list[str]] = {}
         for record_id, alias in await self.db.fetchall(
+            # What FTS_ROW_SQL writes: aliases given in the record's own scope only.
             """SELECT l.record_id, a.alias_norm FROM record_entities l
-                 JOIN entity_aliases a ON a.entity_id = l.entity_id"""
+                 JOIN entity_aliases a ON a.entity_id = l.entity_id
+                 JOIN records r ON r.id = l.record_id
+                WHERE a.scope_kind = r.scope_kind AND a.scope_id = r.scope_id"""
         ):
             aliases.setdefault(record_id, []).append(alias)
         for row in await self.db.fetchall(
@@ -167,8 +170,13 @@ class IntegrityMixin:
                   LEFT JOIN entities t ON t.id = e.merged_into
                  WHERE e.merged_into IS NOT NULL AND t.id IS NULL"""),
             ("turn_orphan", "turns of a missing {what}",
-             """SELECT DISTINCT NULL, 'session ' || t.session_id FROM session_turns t
-                  LEFT JOIN sessions s ON s.id = t.session_id WHERE s.id IS NULL"""),
+             """SELECT DISTINCT NULL, 'session ' || t.agent_id || '/' || t.user_id || '/' || t.session_id
+                  FROM session_turns t LEFT JOIN sessions s
+                    ON s.agent_id = t.agent_id AND s.user_id = t.user_id AND s.id = t.session_id
+                 WHERE s.id IS NULL"""),
+            ("source_orphan", "source of a missing {what}",
+             """SELECT NULL, 'record ' || s.record_id FROM record_sources s
+                  LEFT JOIN records r ON r.id = s.record_id WHERE r.id IS NULL"""),
         )  # fmt: skip
         findings = []
         for kind, template, sql in checks:

@@ -13,6 +13,9 @@ what the spec says they add:
 4. temporal review (``review_at``, ``review_flagged_at``) and one live summary per session (§6.2)
 5. ``search_log.reranked_out``, ``rerank_status``, ``rerank_error`` (§3.6)
 6. an index on the short id (the last 12 characters of a record id) that tools accept
+7. ownership: sessions and turns keyed by (agent, user, session id); every source that supports a
+   record in ``record_sources``; aliases carry the scope they may be shown in; entities remember
+   the user whose words introduced them (issue 15: isolation and erasure)
 
 There is deliberately no separate ``schema.sql``: two sources of truth for the DDL drift.
 """
@@ -222,6 +225,142 @@ _V5 = (
 # The rendered result shows only the short id; tools resolve it without a table scan.
 _V6 = ("CREATE INDEX records_short_id ON records(substr(id, -12))",)
 
+# Sessions are keyed by their owner: a session id is the adapter's (a thread id), so two
+# principals may both have "t1", and neither may reach the other's transcript. The old
+# tables are renamed, copied and dropped child-first so no foreign key is left dangling.
+_V7 = (
+    "ALTER TABLE session_turns RENAME TO session_turns_v6",
+    "ALTER TABLE sessions RENAME TO sessions_v6",
+    """CREATE TABLE sessions (
+      id          TEXT NOT NULL,
+      agent_id    TEXT NOT NULL,
+      user_id     TEXT NOT NULL,
+      project_id  TEXT,
+      started_at  TEXT NOT NULL,
+      ended_at    TEXT,
+      extraction_started_at TEXT,
+      extracted_at TEXT,
+      PRIMARY KEY (agent_id, user_id, id)
+    )""",
+    """INSERT INTO sessions(id, agent_id, user_id, project_id, started_at, ended_at,
+                            extraction_started_at, extracted_at)
+       SELECT id, agent_id, user_id, project_id, started_at, ended_at, extraction_started_at, extracted_at
+         FROM sessions_v6""",
+    """CREATE TABLE session_turns (
+      agent_id    TEXT NOT NULL,
+      user_id     TEXT NOT NULL,
+      session_id  TEXT NOT NULL,
+      turn        INTEGER NOT NULL,
+      role        TEXT NOT NULL CHECK (role IN ('user','assistant','tool')),
+      content     TEXT NOT NULL,
+      at          TEXT NOT NULL,
+      PRIMARY KEY (agent_id, user_id, session_id, turn),
+      FOREIGN KEY (agent_id, user_id, session_id) REFERENCES sessions(agent_id, user_id, id)
+    )""",
+    """INSERT INTO session_turns(agent_id, user_id, session_id, turn, role, content, at)
+       SELECT s.agent_id, s.user_id, t.session_id, t.turn, t.role, t.content, t.at
+         FROM session_turns_v6 t JOIN sessions_v6 s ON s.id = t.session_id""",
+    "DROP TABLE session_turns_v6",
+    "DROP TABLE sessions_v6",
+    "CREATE INDEX sessions_user ON sessions(user_id)",
+    # The owner-qualified identity of a record's own source (see retold.ingest.sources): two
+    # principals' "session:t1<turn:3>" are different sources. One live summary per session
+    # becomes one per owned session.
+    "ALTER TABLE records ADD COLUMN source_origin TEXT",
+    "DROP INDEX records_live_summary",
+    """CREATE UNIQUE INDEX records_live_summary ON records(source_origin)
+       WHERE source_kind = 'session_summary' AND status IN ('provisional','confirmed')""",
+    "CREATE INDEX records_source_origin ON records(source_origin)",
+    # Every observation that supports a record, with who made it and the content it carried:
+    # reinforcement keeps them all, and erasing one user removes only that user's.
+    """CREATE TABLE record_sources (
+      record_id   TEXT NOT NULL REFERENCES records(id),
+      origin      TEXT NOT NULL,
+      source_kind TEXT NOT NULL CHECK (source_kind IN
+                    ('user_statement','system','tool_result','session_summary','agent_inference')),
+      source_ref  TEXT,
+      agent_id    TEXT NOT NULL,
+      user_id     TEXT,
+      session_id  TEXT,
+      evidence    TEXT,
+      content     TEXT NOT NULL,
+      added_at    TEXT NOT NULL,
+      counted     INTEGER NOT NULL DEFAULT 1,
+      PRIMARY KEY (record_id, origin)
+    )""",
+    "CREATE INDEX record_sources_user ON record_sources(user_id)",
+    "CREATE INDEX record_sources_session ON record_sources(agent_id, user_id, session_id)",
+    "CREATE INDEX record_sources_origin ON record_sources(origin)",
+    # An alias is shown only where its scope is readable: a user's private nickname for
+    # themselves must not reach a project record's index text.
+    "ALTER TABLE entity_aliases ADD COLUMN scope_kind TEXT",
+    "ALTER TABLE entity_aliases ADD COLUMN scope_id TEXT",
+    "ALTER TABLE entity_aliases ADD COLUMN origin_user TEXT",
+    """UPDATE entity_aliases SET
+         scope_kind = (SELECT e.scope_kind FROM entities e WHERE e.id = entity_aliases.entity_id),
+         scope_id = (SELECT e.scope_id FROM entities e WHERE e.id = entity_aliases.entity_id)""",
+    "ALTER TABLE entities ADD COLUMN origin_user TEXT",
+    "ALTER TABLE entities ADD COLUMN origin_record TEXT",
+)
+
+
+async def _backfill_sources(db: Database) -> None:
+    """One ``record_sources`` row per record and per counted reinforcement; FTS aliases re-scoped.
+
+    Before this version session ids were unique, so a ``session:<id>`` reference names one
+    owner; references to no known session (tool calls, documents, host writes) belong to the
+    record's creator.
+    """
+    session_of = """CASE WHEN instr({ref}, '<turn:') > 0
+                          THEN substr({ref}, 9, instr({ref}, '<turn:') - 9)
+                          ELSE substr({ref}, 9) END"""
+    owner = """coalesce((SELECT s.agent_id || '/' || s.user_id FROM sessions s
+                          WHERE {ref} LIKE 'session:%' AND s.id = ({session})), {agent} || '/')"""
+    rec_owner = owner.format(
+        ref="r.source_ref", session=session_of.format(ref="r.source_ref"), agent="r.creator_agent_id"
+    )
+    await db.execute(
+        f"""UPDATE records AS r SET source_origin = {rec_owner} || '/' || r.source_ref
+             WHERE r.source_ref IS NOT NULL"""
+    )
+    user_of = """(SELECT s.user_id FROM sessions s WHERE {ref} LIKE 'session:%' AND s.id = ({session}))"""
+    await db.execute(
+        f"""INSERT OR IGNORE INTO record_sources(record_id, origin, source_kind, source_ref, agent_id,
+                   user_id, session_id, evidence, content, added_at, counted)
+            SELECT r.id, coalesce(r.source_origin, r.creator_agent_id || '//-'), r.source_kind,
+                   r.source_ref, r.creator_agent_id,
+                   {user_of.format(ref="r.source_ref", session=session_of.format(ref="r.source_ref"))},
+                   CASE WHEN r.source_ref LIKE 'session:%'
+                        THEN {session_of.format(ref="r.source_ref")} END,
+                   r.evidence, r.content, r.created_at, r.source_ref IS NOT NULL
+              FROM records r WHERE r.status != 'deleted'"""
+    )
+    ref = "json_extract(ev.payload, '$.source_ref')"
+    ev_owner = owner.format(ref=ref, session=session_of.format(ref=ref), agent="ev.actor")
+    await db.execute(
+        f"""INSERT OR IGNORE INTO record_sources(record_id, origin, source_kind, source_ref, agent_id,
+                   user_id, session_id, evidence, content, added_at, counted)
+            SELECT ev.record_id, {ev_owner} || '/' || {ref},
+                   coalesce(json_extract(ev.payload, '$.source_kind'), r.source_kind), {ref}, ev.actor,
+                   {user_of.format(ref=ref, session=session_of.format(ref=ref))},
+                   CASE WHEN {ref} LIKE 'session:%' THEN {session_of.format(ref=ref)} END,
+                   json_extract(ev.payload, '$.evidence'), r.content, ev.at, 1
+              FROM events ev JOIN records r ON r.id = ev.record_id
+             WHERE ev.kind = 'record.reinforced' AND json_extract(ev.payload, '$.counted') = 1
+               AND {ref} IS NOT NULL AND r.status != 'deleted'"""
+    )
+    # Index text may hold only names readable at the record's own scope.
+    await db.execute("DELETE FROM records_fts")
+    await db.execute(
+        """INSERT INTO records_fts(record_id, content, subject, aliases)
+           SELECT r.id, r.content, r.subject,
+                  coalesce((SELECT group_concat(a.alias_norm, ' ')
+                              FROM record_entities l JOIN entity_aliases a ON a.entity_id = l.entity_id
+                             WHERE l.record_id = r.id AND a.scope_kind = r.scope_kind
+                               AND a.scope_id = r.scope_id), '')
+             FROM records r WHERE r.status != 'deleted'"""
+    )
+
 
 async def _backfill_structured_subject(db: Database) -> None:
     """Map each legacy row to (subject_entity_id, attribute) or record why it cannot be mapped.
@@ -271,6 +410,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "temporal review and live summary index", _V4),
     Migration(5, "reranker columns in search_log", _V5),
     Migration(6, "short record id index", _V6),
+    Migration(7, "ownership: owner-keyed sessions, record sources, scoped aliases", _V7, _backfill_sources),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

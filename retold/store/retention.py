@@ -10,10 +10,14 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
+from retold.models import SessionKey
 from retold.store.database import Database
+from retold.store.rows import TURN_KEY_SQL
 from retold.util import format_ts
 
 __all__ = ["RetentionMixin"]
+
+_TURN_OF_S = "t.agent_id = s.agent_id AND t.user_id = s.user_id AND t.session_id = s.id"
 
 
 class RetentionMixin:
@@ -33,21 +37,20 @@ class RetentionMixin:
     async def retainable_sessions(self, ended_before: datetime) -> list[dict[str, Any]]:
         """Extracted sessions that ended before the cutoff and still hold transcript text."""
         rows = await self.db.fetchall(
-            """SELECT s.id, s.ended_at, s.extracted_at,
-                      (SELECT count(*) FROM session_turns t
-                        WHERE t.session_id = s.id AND t.content != '') AS turns
-                 FROM sessions s
-                WHERE s.extracted_at IS NOT NULL AND s.ended_at IS NOT NULL AND s.ended_at <= ?
-                  AND EXISTS (SELECT 1 FROM session_turns t WHERE t.session_id = s.id AND t.content != '')
-                ORDER BY s.id""",
+            f"""SELECT s.id, s.agent_id, s.user_id, s.ended_at, s.extracted_at,
+                       (SELECT count(*) FROM session_turns t WHERE {_TURN_OF_S} AND t.content != '') AS turns
+                  FROM sessions s
+                 WHERE s.extracted_at IS NOT NULL AND s.ended_at IS NOT NULL AND s.ended_at <= ?
+                   AND EXISTS (SELECT 1 FROM session_turns t WHERE {_TURN_OF_S} AND t.content != '')
+                 ORDER BY s.id, s.agent_id, s.user_id""",
             (format_ts(ended_before),),
         )
         return [dict(r) for r in rows]
 
-    async def blank_turns(self, session_ids: Iterable[str]) -> int:
+    async def blank_turns(self, keys: Iterable[SessionKey]) -> int:
         """Empty the text of every turn of the sessions; the rows stay so source refs resolve."""
-        async with self.db.transaction(), self.db.temp_ids(session_ids) as sessions:
+        async with self.db.transaction(), self.db.temp_ids(str(k) for k in keys) as sessions:
             return await self.db.execute(
                 f"UPDATE session_turns SET content = '' WHERE content != '' "
-                f"AND session_id IN (SELECT id FROM {sessions})"
+                f"AND {TURN_KEY_SQL} IN (SELECT id FROM {sessions})"
             )

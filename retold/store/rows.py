@@ -8,19 +8,25 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from retold.models import Entity, Grant, Record, Scope, SessionInfo, Turn
+from retold.models import Entity, Grant, Record, RecordSource, Scope, SessionInfo, Turn
 from retold.util import format_ts, parse_ts
 
 __all__ = [
     "RECORD_COLUMNS",
+    "TURN_KEY_SQL",
     "entity_from_row",
     "grant_from_row",
     "record_from_row",
     "record_to_params",
     "scope_clause",
     "session_from_row",
+    "source_from_row",
     "turn_from_row",
 ]
+
+
+TURN_KEY_SQL = "(agent_id || '/' || user_id || '/' || session_id)"
+"""A turn's (or a source's) session as ``str(SessionKey)``, to match a list of qualified keys."""
 
 
 def scope_clause(scopes: Sequence[Scope], prefix: str = "") -> tuple[str, list[Any]]:
@@ -110,6 +116,24 @@ def entity_from_row(row: sqlite3.Row, aliases: list[str]) -> Entity:
         merged_into=row["merged_into"],
         aliases=aliases,
         created_at=parse_ts(row["created_at"]),  # type: ignore[arg-type]
+        origin_user=row["origin_user"],
+        origin_record=row["origin_record"],
+    )
+
+
+def source_from_row(row: sqlite3.Row) -> RecordSource:
+    return RecordSource(
+        record_id=row["record_id"],
+        origin=row["origin"],
+        source_kind=row["source_kind"],
+        source_ref=row["source_ref"],
+        agent_id=row["agent_id"],
+        user_id=row["user_id"],
+        session_id=row["session_id"],
+        evidence=row["evidence"],
+        content=row["content"],
+        added_at=parse_ts(row["added_at"]),  # type: ignore[arg-type]
+        counted=bool(row["counted"]),
     )
 
 

@@ -4,21 +4,38 @@ Every method joins the caller's eligible set through a temporary table (``Databa
 and applies its limit after that join: an ``IN (?, ...)`` list would run out of bound
 parameters on a large store, and a limit applied before the join would let ineligible
 rows take the slots.
+
+Lexical statistics (BM25's document counts and average length, the vocabulary that variant
+expansion and common-term selection read) come from one FTS5 index whose every row the
+searcher may read: the store's own ``records_fts`` when that holds nothing outside the
+searcher's scopes, else a temporary copy of the readable rows (:meth:`SearchMixin.lexical_index`).
+One tenant's words therefore never change another tenant's expansion, term selection or scores.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import contextvars
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from retold.models import Scope
 from retold.store.database import Database
 from retold.store.eligible import EligibleSet
-from retold.util import Clock
+from retold.store.rows import scope_clause
+from retold.util import Clock, new_id
 
-__all__ = ["SearchMixin", "TermStatistics"]
+__all__ = ["LexicalIndex", "SearchMixin", "TermStatistics"]
+
+PRIVATE_INDEXES_MAX = 16
+"""Readable-set indexes kept per store between writes (least recently used dropped first)."""
+
+PRIVATE_ROWS_MAX = 250_000
+"""Rows the kept readable-set indexes may hold together; past it the least recently used go."""
 
 
 class TermStatistics(NamedTuple):
@@ -29,38 +46,284 @@ class TermStatistics(NamedTuple):
 
 @dataclass
 class _Vocabulary:
-    version: int
-    total: int
-    counts: dict[str, int]
-    variants: dict[str, list[tuple[str, int]]]
+    """Term counts and stem ranges read from one index; lives exactly as long as that index entry."""
+
+    counts: dict[str, int] = field(default_factory=dict)
+    variants: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
+
+
+@dataclass(eq=False)
+class LexicalIndex:
+    """The FTS5 table one search matches, ranks and reads its vocabulary from.
+
+    ``shared`` is the store's own ``records_fts``, used when the searcher may read every row
+    of it; otherwise a ``temp`` copy of the rows in the searcher's readable scopes (same
+    columns, tokenizer and rowids). ``rows`` is BM25's N and the common-term base.
+    """
+
+    name: str
+    schema: str
+    rows: int
+    shared: bool
+    vocabulary: _Vocabulary = field(default_factory=_Vocabulary)
+
+    @property
+    def table(self) -> str:
+        return f"{self.schema}.{self.name}"
+
+    @property
+    def vocab(self) -> str:
+        return f"temp.{self.name}_vocab"
+
+
+@dataclass
+class _LexicalState:
+    """Per-store lexical caches, all valid for one ``token`` (records_version and the FTS index's state)."""
+
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    token: tuple[Any, ...] | None = None
+    shared: LexicalIndex | None = None
+    readable: dict[tuple[Scope, ...], bool] = field(default_factory=dict)
+    private: OrderedDict[tuple[Scope, ...], LexicalIndex] = field(default_factory=OrderedDict)
+    doomed: list[str] = field(default_factory=list)  # temp tables to drop (stale or evicted)
+    drops: set[asyncio.Task[None]] = field(default_factory=set)
+
+
+def _index_name() -> str:
+    return "lexical_" + new_id().replace("-", "")
 
 
 # BM25 column weights in records_fts column order: record_id (unindexed), content, subject, aliases.
-_BM25 = "bm25(records_fts, 0.0, 1.0, 2.0, 3.0)"
+_WEIGHTS = "0.0, 1.0, 2.0, 3.0"
 
 
 class SearchMixin:
     db: Database
     clock: Clock
 
+    # --- the index a search reads ----------------------------------------------------------------
+
+    @asynccontextmanager
+    async def lexical_index(self, scopes: Sequence[Scope]) -> AsyncIterator[LexicalIndex]:
+        """The FTS5 index whose every row the searcher (reading ``scopes``) may read.
+
+        BM25's IDF and average length, the vocabulary that variant expansion reads and the
+        counts common-term selection uses are properties of the whole index FTS5 searches.
+        Over the store's ``records_fts`` they would mix every tenant's words: u1's private
+        ``connect0…`` tokens would crowd u2's "connected" out of the expansion of "connect",
+        and u2 could probe u1's vocabulary through its own results. So when the store holds
+        records outside ``scopes``, the search runs over a temporary copy of the readable
+        rows; when it holds none (a single-tenant store), ``records_fts`` itself is that
+        index and nothing is copied.
+
+        The copy and every cached statistic are valid for one state of the store: any write
+        in any process (``records_version``, or FTS5's own averages and structure records)
+        makes them stale, and a commit in this process drops them at once
+        (:meth:`forget_lexical_caches`), so forgotten and erased words leave with their
+        rows. Searches hold a lock while they read an index, so none is dropped under them.
+        """
+        key = tuple(sorted(set(scopes), key=lambda s: (s.kind, s.id)))
+        if self.db.in_transaction or self.db.path == ":memory:":
+            # The writer's uncommitted state (or the one connection of an in-memory store, which
+            # another task's transaction may be using): nothing cached, nothing kept.
+            index = await self._fresh_lexical_index(key)
+            try:
+                yield index
+            finally:
+                if not index.shared:
+                    await self._drop_tables([index.name])
+            return
+        state = self._lexical_state()
+        async with state.lock:
+            doomed, state.doomed = state.doomed, []
+            await self._drop_tables(doomed)
+            token = await self._lexical_token()
+            if token != state.token:
+                self._retire(state)
+                state.token = token
+            yield await self._cached_lexical_index(state, key)
+
+    def forget_lexical_caches(self) -> None:
+        """Drop every cached vocabulary and readable-set index: a commit changed the records.
+
+        Runs after each commit of this process (``_bump`` registers it); quick and
+        synchronous, it clears the Python caches now and drops the ``temp`` copies in a
+        background task (or at the next search, whichever comes first).
+        """
+        state = self._lexical_state()
+        self._retire(state)
+        if not state.doomed:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:  # no loop: the next search drops them
+            return
+        # A fresh context: this runs after a commit, and the committed transaction's context
+        # must not follow the task (the store would refuse it the connection).
+        task = loop.create_task(self._drop_doomed(state), context=contextvars.Context())
+        state.drops.add(task)
+        task.add_done_callback(state.drops.discard)
+
+    def _lexical_state(self) -> _LexicalState:
+        state: _LexicalState | None = getattr(self, "_lexical", None)
+        if state is None:
+            state = _LexicalState()
+            self._lexical = state
+        return state
+
+    @staticmethod
+    def _retire(state: _LexicalState) -> None:
+        state.token = None
+        state.shared = None
+        state.readable.clear()
+        state.doomed.extend(index.name for index in state.private.values())
+        state.private.clear()
+
+    async def _drop_doomed(self, state: _LexicalState) -> None:
+        with contextlib.suppress(Exception):  # a closed store took its temp tables with it
+            async with state.lock:
+                doomed, state.doomed = state.doomed, []
+                await self._drop_tables(doomed)
+
+    async def _drop_tables(self, names: Iterable[str]) -> None:
+        for name in names:
+            if self.db.closed:
+                return
+            await self.db.execute(f"DROP TABLE IF EXISTS temp.{name}_vocab")
+            await self.db.execute(f"DROP TABLE IF EXISTS temp.{name}")
+
+    async def _lexical_token(self) -> tuple[Any, ...]:
+        """What a cached index depends on: ``records_version`` and FTS5's averages and structure.
+
+        ``records_version`` moves with every record change; the two FTS5 records move with
+        every insert into or delete from ``records_fts`` (including alias rewrites and
+        repairs), in any process.
+        """
+        row = await self.db.fetchone(
+            """SELECT (SELECT value FROM store_meta WHERE key = 'records_version'),
+                      (SELECT block FROM records_fts_data WHERE id = 1),
+                      (SELECT block FROM records_fts_data WHERE id = 10)"""
+        )
+        assert row is not None
+        return (row[0], row[1], row[2])
+
+    async def _cached_lexical_index(self, state: _LexicalState, key: tuple[Scope, ...]) -> LexicalIndex:
+        readable = state.readable.get(key)
+        if readable is None:
+            readable, rows = await self._store_index_readable(key)
+            state.readable[key] = readable
+            if readable and state.shared is None:
+                state.shared = LexicalIndex("records_fts", "main", rows, shared=True)
+        if readable:
+            assert state.shared is not None
+            return state.shared
+        index = state.private.get(key)
+        if index is not None:
+            state.private.move_to_end(key)
+            return index
+        name = _index_name()
+        state.doomed.append(name)  # dropped later unless the build completes (a cancelled search)
+        index = await self._build_lexical_index(key, name)
+        state.doomed.remove(name)
+        state.private[key] = index
+        while len(state.private) > PRIVATE_INDEXES_MAX or (
+            len(state.private) > 1 and sum(i.rows for i in state.private.values()) > PRIVATE_ROWS_MAX
+        ):
+            _, evicted = state.private.popitem(last=False)
+            state.doomed.append(evicted.name)
+        return index
+
+    async def _fresh_lexical_index(self, key: tuple[Scope, ...]) -> LexicalIndex:
+        readable, rows = await self._store_index_readable(key)
+        if readable:
+            return LexicalIndex("records_fts", "main", rows, shared=True)
+        name = _index_name()
+        try:
+            return await self._build_lexical_index(key, name)
+        except BaseException:
+            with contextlib.suppress(Exception):
+                await self._drop_tables([name])
+            raise
+
+    async def _store_index_readable(self, key: tuple[Scope, ...]) -> tuple[bool, int]:
+        """Whether every ``records_fts`` row belongs to a record in ``key``'s scopes; its row count.
+
+        FTS rows are written for non-deleted records only (``FTS_ROW_SQL``) and removed when
+        a record is deleted or erased, so equal counts of FTS rows, non-deleted records and
+        non-deleted records in the scopes mean the index holds nothing the searcher cannot read.
+        """
+        scope_sql, params = scope_clause(key, "r.")
+        row = await self.db.fetchone(
+            f"""SELECT (SELECT count(*) FROM records_fts_docsize),
+                       (SELECT count(*) FROM records WHERE status != 'deleted'),
+                       (SELECT count(*) FROM records r WHERE {scope_sql} AND r.status != 'deleted')""",
+            params,
+        )
+        assert row is not None
+        return row[0] == row[1] == row[2], int(row[0])
+
+    async def _build_lexical_index(self, key: tuple[Scope, ...], name: str) -> LexicalIndex:
+        """A ``temp`` FTS5 table with the same definition as ``records_fts`` and its readable rows.
+
+        Rows are copied from FTS5's content table with their rowids, so every token, column
+        size and BM25 input is exactly what ``records_fts`` holds for those records. On
+        failure the caller drops ``name``.
+        """
+        ddl = str(await self.db.fetchval("SELECT sql FROM sqlite_master WHERE name = 'records_fts'"))
+        using = ddl[ddl.upper().index(" USING ") :]
+        columns = [r[1] for r in await self.db.fetchall("PRAGMA main.table_info(records_fts)")]
+        scope_sql, params = scope_clause(key, "r.")
+        record_id = f"c.c{columns.index('record_id')}"
+        await self.db.execute(f"CREATE VIRTUAL TABLE temp.{name}{using}")
+        await self.db.execute(
+            f"""INSERT INTO temp.{name}(rowid, {", ".join(columns)})
+                SELECT c.id, {", ".join(f"c.c{i}" for i in range(len(columns)))}
+                  FROM main.records_fts_content c
+                 WHERE {record_id} IN (SELECT r.id FROM records r WHERE {scope_sql})""",
+            params,
+        )
+        rows = int(await self.db.fetchval(f"SELECT count(*) FROM temp.{name}_docsize"))
+        return LexicalIndex(name, "temp", rows, shared=False)
+
+    async def scopes_of(self, record_ids: Iterable[str]) -> list[Scope]:
+        """The scopes the given records live in (for a caller that has ids but not the scopes)."""
+        if isinstance(record_ids, EligibleSet) and record_ids.where is not None:
+            rows = await self.db.fetchall(
+                f"SELECT DISTINCT r.scope_kind, r.scope_id FROM records r WHERE {record_ids.where}",
+                record_ids.params,
+            )
+        else:
+            async with self.db.temp_ids(record_ids) as table:
+                rows = await self.db.fetchall(
+                    f"SELECT DISTINCT r.scope_kind, r.scope_id FROM records r JOIN {table} t ON t.id = r.id"
+                )
+        return [Scope(r[0], r[1]) for r in rows]
+
+    # --- FTS5 --------------------------------------------------------------------------------------
+
     async def fts_search(
-        self, match: str, eligible: Iterable[str], k: int
+        self, match: str, eligible: Iterable[str], k: int, *, index: LexicalIndex | None = None
     ) -> list[tuple[str, float, str, str, str]]:
         """(record_id, score, content, subject, aliases) of the best ``k`` eligible FTS matches.
 
         ``match`` is an FTS5 expression built by ``retrieve.lexical.fts_query`` and is bound
         as a parameter. ``score`` is ``-bm25(...)`` with weights 1 content, 2 subject,
-        3 aliases, so higher is better; rows come best first, ties by record id.
+        3 aliases, so higher is better; rows come best first, ties by record id. ``index``
+        comes from :meth:`lexical_index`; without one the store's whole ``records_fts`` is
+        searched, and its statistics cover every scope.
         """
         if not match or k <= 0:
             return []
-        query = f"""SELECT records_fts.record_id, -{_BM25} AS score,
-                           records_fts.content, records_fts.subject, records_fts.aliases
-                      FROM records_fts {{join}}
-                     WHERE records_fts MATCH ?
-                     ORDER BY {_BM25}, records_fts.record_id
+        name, table = ("records_fts", "main.records_fts") if index is None else (index.name, index.table)
+        bm25 = f"bm25({name}, {_WEIGHTS})"
+        query = f"""SELECT {name}.record_id, -{bm25} AS score,
+                           {name}.content, {name}.subject, {name}.aliases
+                      FROM {table} {{join}}
+                     WHERE {name} MATCH ?
+                     ORDER BY {bm25}, {name}.record_id
                      LIMIT ?"""
-        if isinstance(eligible, EligibleSet) and eligible.join_clause("records_fts.record_id") is not None:
+        column = f"{name}.record_id"
+        if isinstance(eligible, EligibleSet) and eligible.join_clause(column) is not None:
             # A large eligible set usually admits most matches: read the best matches from FTS5
             # alone (no per-row join) and keep the eligible ones. The order (score, id) is
             # total, so when the probe holds k eligible rows, or every match, this is exactly
@@ -71,37 +334,37 @@ class SearchMixin:
             kept = [r for r in rows if r[0] in eligible]
             if len(kept) >= k or len(rows) < probe:
                 return [(r[0], float(r[1]), r[2] or "", r[3] or "", r[4] or "") for r in kept[:k]]
-        async with self._eligible_records(eligible, "records_fts.record_id") as (join, params):
+        async with self._eligible_records(eligible, column) as (join, params):
             rows = await self.db.fetchall(query.format(join=join), (*params, match, k))
         return [(r[0], float(r[1]), r[2] or "", r[3] or "", r[4] or "") for r in rows]
 
     async def term_statistics(
-        self, tokens: Sequence[str], stems: Sequence[str] = (), *, limit: int = 256
+        self, tokens: Sequence[str], stems: Sequence[str] = (), *, index: LexicalIndex, limit: int = 256
     ) -> TermStatistics:
-        """What the lexical channel asks of the FTS5 vocabulary, from one ``records_version`` read.
+        """What the lexical channel asks of ``index``'s vocabulary (see :meth:`lexical_index`).
 
         ``counts``: records containing each token (a term in most records is not worth an OR
         query). ``variants``: for each stem, the indexed terms starting with it and their
         counts, at most ``limit`` per stem in term order; the lexical channel keeps those that
         share the stem, so it matches inflections ("painted" for "paint") while the index
-        keeps the spec's unstemmed ``unicode61`` tokens. Counting walks posting lists, so
-        everything is kept until ``records_version`` moves (any process's write bumps it).
-        The vocabulary is a per-connection ``temp`` fts5vocab over ``records_fts``.
+        keeps the spec's unstemmed ``unicode61`` tokens. Counting walks posting lists, so the
+        answers are kept on the index entry, which lives only as long as the store state it
+        was read from. The vocabulary is a per-connection ``temp`` fts5vocab over the index.
         """
-        version = int(await self.db.fetchval("SELECT value FROM store_meta WHERE key = 'records_version'"))
-        cache = getattr(self, "_vocabulary", None)
-        if cache is None or cache.version != version or len(cache.counts) + len(cache.variants) > 20_000:
-            # (bounded: a long-lived process sees endless new words)
-            total = await self.db.fetchval("SELECT count(*) FROM records_fts_docsize")
-            cache = _Vocabulary(version, int(total or 0), {}, {})
-            self._vocabulary = cache
+        cache = index.vocabulary
+        if len(cache.counts) + len(cache.variants) > 20_000:  # a long read-only run sees endless words
+            cache.counts.clear()
+            cache.variants.clear()
         missing_stems = [s for s in dict.fromkeys(stems) if s not in cache.variants]
         if missing_stems or any(t not in cache.counts for t in tokens):
-            await self._ensure_vocab()
+            await self.db.execute(
+                f"CREATE VIRTUAL TABLE IF NOT EXISTS {index.vocab} "
+                f"USING fts5vocab({index.schema}, {index.name}, row)"
+            )
         for start in range(0, len(missing_stems), 100):  # one statement per 100 stems
             chunk = missing_stems[start : start + 100]
             ranges = " UNION ALL ".join(
-                f"SELECT {i} AS n, * FROM (SELECT term, doc FROM temp.records_fts_vocab "
+                f"SELECT {i} AS n, * FROM (SELECT term, doc FROM {index.vocab} "
                 "WHERE term >= ? AND term < ? LIMIT ?)"
                 for i in range(len(chunk))
             )
@@ -115,22 +378,18 @@ class SearchMixin:
         if missing:
             marks = ", ".join("?" for _ in missing)
             rows = await self.db.fetchall(
-                f"SELECT term, doc FROM temp.records_fts_vocab WHERE term IN ({marks})", missing
+                f"SELECT term, doc FROM {index.vocab} WHERE term IN ({marks})", missing
             )
             found = {r[0]: int(r[1]) for r in rows}
             for term in missing:
                 cache.counts[term] = found.get(term, 0)
         return TermStatistics(
-            cache.total,
+            index.rows,
             {t: cache.counts.get(t, 0) for t in tokens},
             {s: cache.variants.get(s, []) for s in stems},
         )
 
-    async def _ensure_vocab(self) -> None:
-        await self.db.execute(
-            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.records_fts_vocab "
-            "USING fts5vocab(main, records_fts, row)"
-        )
+    # --- aliases and entities ---------------------------------------------------------------------
 
     async def resolve_aliases(self, aliases: Sequence[str], scopes: Sequence[Scope]) -> dict[str, list[str]]:
         """Map each normalised alias to the live entities in ``scopes`` that own it, in one query.
@@ -145,17 +404,20 @@ class SearchMixin:
         readable = {(s.kind, s.id) for s in scopes}
         async with self.db.temp_ids(aliases) as table:
             rows = await self.db.fetchall(
-                f"""WITH RECURSIVE hop(alias, start_kind, start_id, entity_id, depth) AS (
-                        SELECT t.id, e.scope_kind, e.scope_id, e.id, 0
+                f"""WITH RECURSIVE
+                    hop(alias, start_kind, start_id, alias_kind, alias_id, entity_id, depth) AS (
+                        SELECT t.id, e.scope_kind, e.scope_id, a.scope_kind, a.scope_id, e.id, 0
                           FROM {table} t
                           JOIN entity_aliases a ON a.alias_norm IN (t.id, replace(t.id, '''', ?))
                           JOIN entities e ON e.id = a.entity_id
                         UNION
-                        SELECT h.alias, h.start_kind, h.start_id, e.merged_into, h.depth + 1
+                        SELECT h.alias, h.start_kind, h.start_id, h.alias_kind, h.alias_id, e.merged_into,
+                               h.depth + 1
                           FROM hop h JOIN entities e ON e.id = h.entity_id
                          WHERE e.status = 'merged' AND e.merged_into IS NOT NULL AND h.depth < 32
                     )
-                    SELECT DISTINCT h.alias, h.start_kind, h.start_id, e.id, e.scope_kind, e.scope_id
+                    SELECT DISTINCT h.alias, h.start_kind, h.start_id, h.alias_kind, h.alias_id,
+                                    e.id, e.scope_kind, e.scope_id
                       FROM hop h JOIN entities e ON e.id = h.entity_id
                      WHERE e.status IN ('provisional', 'confirmed')
                      ORDER BY h.alias, e.id""",
@@ -163,8 +425,10 @@ class SearchMixin:
             )
         order = {alias: i for i, alias in enumerate(aliases)}
         found: dict[str, list[str]] = {}
-        for alias, start_kind, start_id, entity_id, kind, scope_id in rows:
-            if (start_kind, start_id) in readable and (kind, scope_id) in readable:
+        for alias, start_kind, start_id, alias_kind, alias_id, entity_id, kind, scope_id in rows:
+            # The alias row carries a scope too: a name given where the caller cannot read
+            # (a user's private nickname) does not resolve for them.
+            if all(s in readable for s in ((start_kind, start_id), (alias_kind, alias_id), (kind, scope_id))):
                 ids = found.setdefault(alias, [])
                 if entity_id not in ids:
                     ids.append(entity_id)

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from retold.errors import InvalidArgumentError, MigrationIssuesError, NotFoundError
-from retold.models import ACTIVE_STATUSES, Record, Scope
+from retold.models import ACTIVE_STATUSES, Record, RecordSource, Scope
 from retold.store.audit import AuditMixin
 from retold.store.bulk import FTS_ROW_SQL, BulkMixin
 from retold.store.database import Database
@@ -32,6 +32,7 @@ from retold.store.maintenance import MaintenanceMixin
 from retold.store.migrations import LATEST_VERSION, current_version, migrate
 from retold.store.rows import RECORD_COLUMNS, record_from_row, record_to_params, scope_clause, to_sql
 from retold.store.search import SearchMixin
+from retold.store.sources import SourcesMixin
 from retold.store.vectors import VectorsMixin
 from retold.util import Clock, SystemClock, format_ts, parse_ts
 
@@ -42,7 +43,7 @@ _MUTABLE = frozenset(
     {"version", "content", "subject", "subject_entity_id", "attribute", "source_kind", "source_ref",
      "evidence", "event_at", "expires_at", "valid_from", "valid_until", "review_at",
      "review_flagged_at", "confidence", "status", "supersedes_id", "reinforcements",
-     "last_reinforced_at", "tags"}
+     "last_reinforced_at", "tags", "source_origin"}
 )  # fmt: skip
 _FTS_COLUMNS = frozenset({"content", "subject"})
 _HISTORY_STATUSES = ("provisional", "confirmed", "superseded", "expired")
@@ -56,6 +57,7 @@ class Store(
     SessionsMixin,
     VectorsMixin,
     SearchMixin,
+    SourcesMixin,
     BulkMixin,
     ExtractionMixin,
     MaintenanceMixin,
@@ -128,6 +130,7 @@ class Store(
     async def _bump(self) -> int:
         """Advance records_version inside the caller's transaction and return the new value."""
         assert self.db.in_transaction, "records_version must change inside the write transaction"
+        self.db.after_commit(self.forget_lexical_caches)  # stale, and may hold forgotten words
         return int(
             await self.db.fetchval(
                 "UPDATE store_meta SET value = value + 1 WHERE key = 'records_version' RETURNING value"
@@ -136,20 +139,31 @@ class Store(
 
     # --- records -----------------------------------------------------------------------------
 
-    async def insert_record(self, record: Record, *, links: Sequence[tuple[str, str]] = ()) -> int:
-        """Insert a record with its entity links and FTS row; return its ``index_version``.
+    async def insert_record(
+        self,
+        record: Record,
+        *,
+        links: Sequence[tuple[str, str]] = (),
+        source: RecordSource | None = None,
+    ) -> int:
+        """Insert a record with its entity links, FTS row and source; return its ``index_version``.
 
         ``links`` are ``(entity_id, role)`` pairs; the record's ``entity_ids`` are set from them.
+        ``source`` is the observation that created it (its ``origin`` becomes ``source_origin``).
         """
         async with self.db.transaction():
             version = await self._bump()
             params = record_to_params(record)
             params["index_version"] = version
-            columns = ", ".join(RECORD_COLUMNS)
+            params["source_origin"] = source.origin if source is not None else None
+            columns = ", ".join((*RECORD_COLUMNS, "source_origin"))
             await self.db.execute(
-                f"INSERT INTO records({columns}) VALUES ({', '.join(':' + c for c in RECORD_COLUMNS)})",
+                f"INSERT INTO records({columns}) VALUES "
+                f"({', '.join(':' + c for c in (*RECORD_COLUMNS, 'source_origin'))})",
                 params,
             )
+            if source is not None:
+                await self.add_source(source)
             for entity_id, role in links:
                 await self.db.execute(
                     "INSERT OR REPLACE INTO record_entities(record_id, entity_id, role) VALUES (?, ?, ?)",
@@ -318,28 +332,6 @@ class Store(
             (scope.kind, scope.id, entity_id, record_type),
         )
         return {r[0] for r in rows}
-
-    async def counted_refs(self, record_id: str) -> set[str]:
-        """Source references already counted for a record: its own and every counted reinforcement."""
-        rows = await self.db.fetchall(
-            """SELECT source_ref FROM records WHERE id = ? AND source_ref IS NOT NULL
-               UNION
-               SELECT json_extract(payload, '$.source_ref') FROM events
-                WHERE record_id = ? AND kind = 'record.reinforced'
-                  AND json_extract(payload, '$.counted') = 1
-                  AND json_extract(payload, '$.source_ref') IS NOT NULL""",
-            (record_id, record_id),
-        )
-        return {r[0] for r in rows}
-
-    async def live_records_with_ref(self, scope: Scope, source_ref: str) -> list[Record]:
-        """Active records in the scope that cite this exact source reference."""
-        rows = await self.db.fetchall(
-            """SELECT id FROM records WHERE source_ref = ? AND scope_kind = ? AND scope_id = ?
-                 AND status IN ('provisional', 'confirmed') ORDER BY id""",
-            (source_ref, scope.kind, scope.id),
-        )
-        return await self.get_records(r[0] for r in rows)
 
     async def record_links(self, record_id: str) -> list[tuple[str, str]]:
         rows = await self.db.fetchall(

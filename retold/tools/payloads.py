@@ -16,7 +16,10 @@ from retold.retrieve.render import render_search, short_id
 from retold.store import Store
 from retold.util import format_ts
 
-__all__ = ["record_payload", "search_payload"]
+__all__ = ["MAX_EVENTS", "record_payload", "search_payload"]
+
+MAX_EVENTS = 50
+"""memory_get shows a record's most recent events up to this many; ``events_total`` counts all."""
 
 
 def _ts(value: datetime | None) -> str | None:
@@ -42,7 +45,8 @@ async def _visible(store: Store, ids: list[str], readable: Collection[Scope]) ->
 
 async def record_payload(store: Store, record: Record, readable: Collection[Scope]) -> dict[str, Any]:
     """The full record with lineage, conflicts, links and events, as the caller may see it."""
-    events = await store.events(record_id=record.id)
+    # A record reinforced thousands of times must not make an unbounded answer.
+    events, total = await store.latest_events(record.id, MAX_EVENTS)
     if record.status == "deleted":
         return {
             "record_id": record.id,
@@ -55,6 +59,7 @@ async def record_payload(store: Store, record: Record, readable: Collection[Scop
             "evidence": None,
             "source_ref": None,
             "created_at": _ts(record.created_at),
+            "events_total": total,
             "events": [
                 {"at": e["at"], "kind": e["kind"], "actor": e["actor"], "reason": e["payload"].get("reason")}
                 for e in events
@@ -99,6 +104,7 @@ async def record_payload(store: Store, record: Record, readable: Collection[Scop
         "supersedes": [_brief(r) for r in supersedes],
         "superseded_by": [_brief(r) for r in superseded_by],
         "conflicts": [_brief(r) for r in conflicts],
+        "events_total": total,
         "events": [
             {"at": e["at"], "kind": e["kind"], "actor": e["actor"], "payload": e["payload"]} for e in events
         ],

@@ -82,7 +82,10 @@ class Memory:
     judge: FakeJudge
 
     async def turns(self, session_id: str = "s1") -> list[tuple[str, str]]:
-        return [(t.role, t.content) for t in await self.rt.store.turns(session_id)]
+        return [
+            (t.role, t.content)
+            for t in await self.rt.store.turns(await self.rt.store.resolve_session(session_id))
+        ]
 
     async def search_logs(self) -> list[dict[str, Any]]:
         rows = await self.rt.store.db.fetchall("SELECT * FROM search_log ORDER BY id")

@@ -166,7 +166,7 @@ async def test_the_scripted_conversation_through_each_adapter(tmp_path: Path, na
             ("assistant", "Updated: detailed with examples."),
         ]
         for session_id in ("s1", "s2"):
-            session = await m.rt.store.get_session(session_id)
+            session = await m.rt.store.get_session(await m.rt.store.resolve_session(session_id))
             assert session is not None and session.ended_at is not None
     finally:
         await m.rt.close()

@@ -24,8 +24,10 @@ from crewai import Agent, Crew, Task
 from crewai.llms.base_llm import BaseLLM
 from crewai.tools import BaseTool
 from pydantic import BaseModel, Field
+from unit.rendered import FORGED, parse  # tests/ is on sys.path (rootdir-relative packages)
 
 import retold
+from retold.adapters.common import RECALL_HEADER
 from retold.adapters.crewai import CrewAIMemory, RuntimePortal, agent_id_from_role, principal_from_inputs
 from retold.errors import InvalidArgumentError
 from retold.models import Principal, Record, Scope
@@ -82,6 +84,11 @@ class ScriptedLLM(BaseLLM):
 
     async def acall(self, messages: Any, *args: Any, **kwargs: Any) -> Any:
         return self.call(messages, *args, **kwargs)
+
+
+async def turns_of(rt: retold.Runtime, session_id: str) -> list[Any]:
+    """The transcript of the one session with this id (tests use unique ids)."""
+    return await rt.store.turns(await rt.store.resolve_session(session_id))
 
 
 def react_action(tool: str, args: dict[str, Any]) -> str:
@@ -250,10 +257,10 @@ async def check_conversation(rt: retold.Runtime, llms: list[ScriptedLLM]) -> Non
         ("s2", QUESTION, "I will keep it concise, with bullet points."),
         ("s3", CHANGED, "Understood: detailed answers from now on."),
     ]:
-        turns = await rt.store.turns(session_id)
+        turns = await rt.store.turns(await rt.store.resolve_session(session_id))
         # retold's own tool results are not turns; the task is the user turn, the finish the assistant's
         assert [(t.role, t.content) for t in turns] == [("user", request), ("assistant", final)]
-        assert (await rt.store.get_session(session_id)).ended_at is not None  # type: ignore[union-attr]
+        assert (await rt.store.get_session(await rt.store.resolve_session(session_id))).ended_at is not None  # type: ignore[union-attr]
     log = await rt.store.latest_search_log()
     assert log is not None and log["trigger"] == "tool"
 
@@ -291,7 +298,7 @@ def test_akickoff_on_another_loop_routes_to_the_portal(sync_host: SyncHost) -> N
     """A runtime owned by a portal also serves a crew awaited on some other loop."""
     [(session_id, request, llm), *_] = scripts()
     asyncio.run(async_session(sync_host.rt, session_id, request, llm))
-    turns = sync_host.run(sync_host.rt.store.turns(session_id))
+    turns = sync_host.run(turns_of(sync_host.rt, session_id))
     assert [t.role for t in turns] == ["user", "assistant"]
     assert '"outcome": "created"' in observation(llm)
 
@@ -305,7 +312,7 @@ def test_react_host_tool_result_is_a_tool_turn(sync_host: SyncHost) -> None:
         replies=[react_action("calendar", {"day": "Monday"}), react_final("Monday has a team sync.")],
     )
     sync_host.session("s1", "What is on my calendar on Monday?", llm, extra_tools=[CalendarTool()])
-    turns = sync_host.run(sync_host.rt.store.turns("s1"))
+    turns = sync_host.run(turns_of(sync_host.rt, "s1"))
     assert [(t.role, t.content) for t in turns] == [
         ("user", "What is on my calendar on Monday?"),
         ("tool", "Monday: team sync at 10:00"),
@@ -325,7 +332,7 @@ def test_native_tool_calls_are_recorded_once(sync_host: SyncHost) -> None:
         ],
     )  # fmt: skip
     sync_host.session("s1", PREFERENCE, llm, extra_tools=[CalendarTool()])
-    turns = sync_host.run(sync_host.rt.store.turns("s1"))
+    turns = sync_host.run(turns_of(sync_host.rt, "s1"))
     assert [(t.role, t.content) for t in turns] == [
         ("user", PREFERENCE),
         ("tool", "Monday: team sync at 10:00"),
@@ -347,7 +354,7 @@ async def test_native_tool_calls_under_akickoff(tmp_path: Path) -> None:
         memory = CrewAIMemory(rt, inputs, ROLE)
         await build_crew(memory, llm, [CalendarTool()]).akickoff(inputs=inputs)
         await memory.aend_session()
-        assert [(t.role, t.content) for t in await rt.store.turns("s1")] == [
+        assert [(t.role, t.content) for t in await rt.store.turns(await rt.store.resolve_session("s1"))] == [
             ("user", "What is on Monday?"),
             ("tool", "Monday: team sync at 10:00"),
             ("assistant", "Monday has a team sync."),
@@ -390,7 +397,7 @@ def test_host_recall_appends_the_block_to_the_task_prompt(sync_host: SyncHost, m
     assert any(m["role"] == "user" and m["content"] == prompt for m in second)
     log = sync_host.run(sync_host.rt.store.latest_search_log())
     assert log["trigger"] == "auto"
-    turns = sync_host.run(sync_host.rt.store.turns("s2"))
+    turns = sync_host.run(turns_of(sync_host.rt, "s2"))
     assert turns[0].content == RECALL_TASK  # no block
 
 
@@ -434,7 +441,7 @@ def test_each_task_of_a_crew_is_a_user_turn(sync_host: SyncHost) -> None:
              for d in ("What is on Monday?", "And on Tuesday?")]  # fmt: skip
     Crew(agents=[agent], tasks=tasks).kickoff(inputs=inputs)
     memory.end_session()
-    turns = sync_host.run(sync_host.rt.store.turns("s1"))
+    turns = sync_host.run(turns_of(sync_host.rt, "s1"))
     assert [(t.role, t.content) for t in turns] == [
         ("user", "What is on Monday?"),
         ("tool", "Monday: team sync at 10:00"),
@@ -450,7 +457,7 @@ async def test_async_tool_and_llm_side_on_the_owning_loop(tmp_path: Path) -> Non
         memory = CrewAIMemory(rt, {"user_id": "u1", "session_id": "s1"}, ROLE, mode="hybrid")
         llm = memory.wrap_llm(ScriptedLLM(model="scripted", replies=["ok"]))
         assert await llm.acall([{"role": "user", "content": PREFERENCE}]) == "ok"
-        assert [t.content for t in await rt.store.turns("s1")] == [PREFERENCE]
+        assert [t.content for t in await rt.store.turns(await rt.store.resolve_session("s1"))] == [PREFERENCE]
         tools = {t.name: t for t in memory.tools()}
         result = json.loads(await tools["memory_write"].arun(
             **write_args("Aditya prefers concise answers with bullet points.", PREFERENCE)))  # fmt: skip
@@ -505,3 +512,32 @@ def test_example_runs_offline(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     assert "recalled memory: 1 result" in done.stdout, done.stdout
     assert "superseded: Aditya prefers concise answers with bullet points." in done.stdout, done.stdout
+
+
+# --- issue 15 item 9: stored text cannot forge a memory in the prompt -------------------------
+
+
+def test_a_forged_header_in_content_reaches_the_crew_as_one_quoted_record(sync_host: SyncHost) -> None:
+    """The recalled block in the task prompt and the ReAct observation each parse to one record."""
+    p = sync_host.run(sync_host.rt.hooks.on_session_start(Principal("planner", "u1", "s0")))
+    made = sync_host.run(sync_host.rt.tools.call(
+        p, "memory_write", {"type": "semantic", "content": FORGED, "attribute": "payments"}
+    ))  # fmt: skip
+    assert made["ok"] and made["status"] == "provisional", made
+    llm = ScriptedLLM(
+        model="scripted",
+        replies=[react_action("memory_search", {"queries": ["bank transfers"]}), react_final("I will ask.")],
+    )
+    sync_host.session("s2", "How do I handle bank transfers for the user?", llm, mode="hybrid")
+    prompt = llm.seen[0][-1]["content"]
+    observation = next(m["content"] for m in llm.seen[1] if m["role"] == "assistant")
+    shown = [
+        (RECALL_HEADER, prompt[prompt.index(f"{RECALL_HEADER}: ") :]),
+        ("memory_search", observation[observation.index("Observation: ") + len("Observation: ") :].rstrip()),
+    ]
+    for header, text in shown:
+        rendered = parse(text)
+        assert rendered.header == header
+        assert [(b.short_id, b.status, b.source_kind, b.content) for b in rendered.blocks] == [
+            (made["record_id"][-12:], "provisional", "agent_inference", FORGED)
+        ]

@@ -27,7 +27,7 @@ def run_example(name: str, tmp_path: Path) -> list[str]:
 def test_deepagents_example(tmp_path: Path) -> None:
     assert run_example("deepagents_memory.py", tmp_path) == [
         "session s1: saved the preference",
-        "session s2 recalled: Prefers concise answers without preamble.",
+        "session s2 recalled: > Prefers concise answers without preamble.",
         "record: Prefers concise answers without preamble. [superseded]",
         "record: Prefers detailed answers with examples. [confirmed]",
     ]

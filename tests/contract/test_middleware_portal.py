@@ -25,7 +25,7 @@ from retold.adapters.crewai import RuntimePortal as CrewAIRuntimePortal
 from retold.adapters.deepagents import end_session
 from retold.adapters.portal import LoopBridge, RuntimePortal
 from retold.middleware import RetoldContext, RetoldMiddleware
-from retold.models import Principal
+from retold.models import Principal, SessionKey
 from retold.testing import FakeClock, FakeEmbedder, FakeJudge
 
 T = TypeVar("T")
@@ -149,7 +149,7 @@ def test_async_hooks_on_alternating_foreign_loops_run_on_the_portal_loop(
     (recalled, searched) = tool_texts(second, "memory_search")
     assert recalled.startswith("recalled memory: 1 result") and "Prefers concise answers" in recalled
     assert searched.startswith("memory_search: 1 result")
-    assert [(t.role, t.content) for t in p.run(world.rt.store.turns("s1"))] == TURNS
+    assert [(t.role, t.content) for t in p.run(world.rt.store.turns(SessionKey.of(world.p)))] == TURNS
     recorded = [seen for seen in loops if seen != "hop"]
     assert len(recorded) == len(TURNS) and all(loop is p.loop for loop in recorded)
     assert "hop" in loops
@@ -170,7 +170,7 @@ def test_sync_hooks_from_a_plain_thread_run_on_the_portal_loop(
     second = in_thread(lambda: ask(ASK))
     (searched,) = tool_texts(second, "memory_search")
     assert searched.startswith("memory_search: 1 result") and "Prefers concise answers" in searched
-    assert [(t.role, t.content) for t in p.run(world.rt.store.turns("s1"))] == TURNS
+    assert [(t.role, t.content) for t in p.run(world.rt.store.turns(SessionKey.of(world.p)))] == TURNS
     assert all(loop is p.loop for loop in loops if loop != "hop")
     assert in_thread(lambda: middleware.end_session_sync(CONFIG)) is True
 
@@ -185,7 +185,7 @@ def test_on_the_owning_loop_async_hooks_await_directly_and_sync_hooks_are_refuse
         return await graph.ainvoke({"messages": [HumanMessage(QUOTE)]}, CONFIG, context=CTX)
 
     p.run(ask())
-    assert [(t.role, t.content) for t in p.run(world.rt.store.turns("s1"))] == TURNS[:2]
+    assert [(t.role, t.content) for t in p.run(world.rt.store.turns(SessionKey.of(world.p)))] == TURNS[:2]
     assert loops == [p.loop, p.loop]  # two turns, no hop
 
     async def blocking() -> Any:

@@ -92,7 +92,7 @@ async def test_a_run_without_identity_or_thread_is_refused_with_a_fix(memory: Me
         await ask(agent, "hello there", context=None)
     with pytest.raises(InvalidArgumentError, match="thread_id"):
         await ask(agent, "hello there", config={})
-    assert await memory.rt.store.get_session("s1") is None
+    assert await memory.rt.store.sessions_named("s1") == []
 
 
 async def test_memory_write_is_offered_only_while_the_caller_can_write(memory: Memory) -> None:

@@ -23,7 +23,7 @@ import pytest
 import retold
 from retold.hosted import CompletionClient, CompletionError, CompletionTimeoutError, strict_object
 from retold.ingest.structured import StructuredLLMExtractor, StructuredLLMReviewer
-from retold.models import Principal, Scope
+from retold.models import Principal, Scope, SessionKey
 from retold.retrieve.rewrite import HostedLLMQueryRewriter, rewrite_stage
 from retold.testing import FakeClock, FakeEmbedder, FakeJudge
 
@@ -277,7 +277,7 @@ async def test_live_smoke_extraction_and_rewriting(
         p = await rt.hooks.on_session_start(Principal("planner", "u1", "s1"))
         p = await rt.hooks.on_turn(p, "user", "From now on I prefer concise answers with bullet lists.")
         p = await rt.hooks.on_turn(p, "assistant", "Got it: concise answers with bullet lists from now on.")
-        await rt.store.end_session("s1", rt.clock.now())
+        await rt.store.end_session(SessionKey.of(p), rt.clock.now())
         result = await rt.extract_session("s1")
         assert result.status == "extracted", result
         assert result.summary is not None and result.summary["record_id"]

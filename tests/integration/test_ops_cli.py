@@ -13,7 +13,7 @@ import pytest
 from cli_runner import run
 
 import retold
-from retold.models import Principal, Scope, SearchRequest, SessionInfo
+from retold.models import Principal, Scope, SearchRequest, SessionInfo, SessionKey
 from retold.testing import FakeEmbedder, FakeJudge, record_for_tests
 
 pytestmark = pytest.mark.integration
@@ -56,10 +56,11 @@ async def seed(db: Path) -> dict[str, str]:
         )
         ended = now - timedelta(days=rt.config.sessions.retain_days + 5)
         await rt.store.insert_session(SessionInfo("old", "planner", "u1", None, ended, ended, None, None))
-        await rt.store.append_turn("old", "user", "an old conversation", ended)
-        claim = await rt.store.claim_session("old", now=now, stale_before=now - timedelta(hours=1))
+        old = SessionKey("planner", "u1", "old")
+        await rt.store.append_turn(old, "user", "an old conversation", ended)
+        claim = await rt.store.claim_session(old, now=now, stale_before=now - timedelta(hours=1))
         assert claim.claimed_at is not None
-        await rt.store.finish_session_extraction("old", claimed_at=claim.claimed_at, now=now)
+        await rt.store.finish_session_extraction(old, claimed_at=claim.claimed_at, now=now)
         return {"fact": fact.record_id or "", "stale": stale.id}
 
 
@@ -70,14 +71,14 @@ def test_expire_and_retain_record_the_operator(tmp_path: Path, cfg: Path) -> Non
     assert out.splitlines() == ["expired 1 record(s)", f"  {ids['stale']}"]
     assert run("expire", "--store", db, "--config", cfg).stdout.strip() == "expired 0 record(s)"
     out = run("retain", "--store", db, "--config", cfg, "--as", "cron").stdout
-    assert out.splitlines() == ["blanked 1 turn(s) in 1 session(s)", "  old"]
+    assert out.splitlines() == ["blanked 1 turn(s) in 1 session(s)", "  planner/u1/old"]
 
     async def look() -> tuple[list[dict], list[str]]:
         async with retold.open_runtime(db, embedder=FakeEmbedder(), judge=FakeJudge()) as rt:
             events = await rt.store.events(kind="record.status") + await rt.store.events(
                 kind="session.retained"
             )
-            return events, [t.content for t in await rt.store.turns("old")]
+            return events, [t.content for t in await rt.store.turns(SessionKey("planner", "u1", "old"))]
 
     events, turns = asyncio.run(look())
     assert [e["actor"] for e in events] == ["cron", "cron"]

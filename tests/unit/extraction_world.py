@@ -14,6 +14,7 @@ from retold.models import (
     Principal,
     Record,
     Scope,
+    SessionKey,
     SessionSummary,
 )
 from retold.testing import FakeClock, FakeEmbedder, FakeExtractor, FakeJudge, FakeReviewer
@@ -51,7 +52,7 @@ class XWorld:
 
     async def say(self, role: str, content: str) -> int:
         self.p = await self.rt.hooks.on_turn(self.p, role, content)
-        return (await self.rt.store.turns(self.p.session_id or ""))[-1].turn
+        return (await self.rt.store.turns(SessionKey.of(self.p)))[-1].turn
 
     def propose(self, *candidates: CandidateRecord, summary: SessionSummary | None = SUMMARY) -> None:
         self.extractor.output = ExtractionOutput(list(candidates), summary)
@@ -59,7 +60,7 @@ class XWorld:
     async def end(self) -> None:
         """End the session without the hooks (nothing scheduled): tests run extraction themselves."""
         assert self.p.session_id is not None
-        await self.rt.store.end_session(self.p.session_id, self.clock.now())
+        await self.rt.store.end_session(SessionKey.of(self.p), self.clock.now())
 
     async def extract(self, **kwargs: Any) -> ExtractionResult:
         assert self.p.session_id is not None
@@ -75,7 +76,7 @@ class XWorld:
         return await self.rt.store.events(kind=kind)
 
     async def session(self) -> Any:
-        return await self.rt.store.get_session(self.p.session_id or "")
+        return await self.rt.store.get_session(SessionKey.of(self.p))
 
 
 async def make_xworld(

@@ -14,7 +14,15 @@ import pytest
 from retold.config import Config
 from retold.errors import ConfigError, NotFoundError
 from retold.ingest.request import WriteRequest
-from retold.models import Entity, EntityMention, ExtractionOutput, ReviewDecision, Scope, SessionSummary
+from retold.models import (
+    Entity,
+    EntityMention,
+    ExtractionOutput,
+    ReviewDecision,
+    Scope,
+    SessionKey,
+    SessionSummary,
+)
 from retold.testing import FakeExtractor, FakeJudge, FakeReviewer
 
 from .extraction_world import PRIVATE, SUMMARY, USER, XWorld, cand, make_xworld
@@ -617,7 +625,7 @@ async def test_close_waits_for_a_scheduled_extraction(tmp_path: Path) -> None:
 
     store = await Store.open(tmp_path / "m.sqlite")
     try:
-        assert (await store.get_session("s1")).extracted_at is not None  # type: ignore[union-attr]
+        assert (await store.get_session(SessionKey("planner", "u1", "s1"))).extracted_at is not None  # type: ignore[union-attr]
     finally:
         await store.close()
 
@@ -634,7 +642,7 @@ async def test_close_can_cancel_a_scheduled_extraction_cleanly(tmp_path: Path) -
 
     store = await Store.open(tmp_path / "m.sqlite")
     try:
-        session = await store.get_session("s1")
+        session = await store.get_session(SessionKey("planner", "u1", "s1"))
         assert (
             session is not None and session.extracted_at is None and session.extraction_started_at is not None
         )
@@ -656,7 +664,7 @@ async def test_without_an_extractor_a_session_stays_unextracted(tmp_path: Path) 
         p = await rt.hooks.on_turn(p, "user", "hello there")
         await rt.hooks.on_session_end(p)
         await rt.join_background()
-        assert (await rt.store.get_session("s1")).extracted_at is None  # type: ignore[union-attr]
+        assert (await rt.store.get_session(SessionKey("planner", "u1", "s1"))).extracted_at is None  # type: ignore[union-attr]
         with pytest.raises(ConfigError, match="extraction_enabled"):
             await rt.extract_session("s1")
 

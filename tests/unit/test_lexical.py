@@ -211,8 +211,13 @@ async def test_the_large_set_path_is_as_tight_and_as_exact_as_the_join(
     import retold.store.eligible as eligible_module
 
     other = Scope("user", "u2")
-    for _ in range(100):  # strong matches nobody here may read: they fill every probe slot
-        await add(store, make_record, "kubernetes kubernetes kubernetes", subject="kubernetes", scope=other)
+    # Strong matches the search may not rank: they fill every probe slot. They are readable
+    # (another tenant's rows are not in the index a u1 search reads at all) but of the wrong type.
+    for _ in range(100):
+        await add(
+            store, make_record, "kubernetes kubernetes kubernetes", subject="kubernetes", type="episodic"
+        )
+    await add(store, make_record, "kubernetes kubernetes kubernetes", subject="kubernetes", scope=other)
     weak = await add(store, make_record, "A long note that mentions kubernetes once among other words")
     mine = [await add(store, make_record, f"kubernetes pod note {i}", type="episodic") for i in range(8)]
     monkeypatch.setattr(eligible_module, "TEMP_TABLE_MAX", 0)  # force the predicate path

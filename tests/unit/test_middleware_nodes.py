@@ -28,7 +28,7 @@ from retold.graph_nodes.nodes import (
     recall_node,
     record_turns_node,
 )
-from retold.models import Principal
+from retold.models import Principal, SessionKey
 from retold.policy.prompt import policy_text
 
 from .writepath import World
@@ -61,6 +61,9 @@ def graph(world: World, replies: list[str], *, recall: bool = True) -> Any:
     return g.compile(checkpointer=InMemorySaver())
 
 
+T1 = SessionKey("planner", "u1", "t1")
+
+
 async def run(app: Any, text: str, thread: str = "t1", context: Any = CTX) -> list[Any]:
     config = {"configurable": {"thread_id": thread}}
     return (await app.ainvoke({"messages": [HumanMessage(text)]}, config, context=context))["messages"]
@@ -87,7 +90,7 @@ async def test_record_turns_node_records_each_message_once_in_order(world: World
     app = graph(world, ["Hello.", "Bye."], recall=False)
     await run(app, "good morning")
     await run(app, "good night")
-    turns = [(t.role, t.content) for t in await world.rt.store.turns("t1")]
+    turns = [(t.role, t.content) for t in await world.rt.store.turns(T1)]
     assert turns == [
         ("user", "good morning"),
         ("assistant", "Hello."),
@@ -104,7 +107,7 @@ async def test_recall_node_appends_a_marked_pair_that_is_never_recorded(world: W
     assert call.additional_kwargs[RECALL_MARK] and result.additional_kwargs[RECALL_MARK]
     assert result.tool_call_id == call.tool_calls[0]["id"]
     assert result.content.startswith("recalled memory: 1 result") and record_id[-12:] in result.content
-    turns = [(t.role, t.content) for t in await world.rt.store.turns("t1")]
+    turns = [(t.role, t.content) for t in await world.rt.store.turns(T1)]
     assert turns == [("user", RELEVANT), ("assistant", "Short summary.")]
     assert await search_triggers(world) == ["auto"]
 
@@ -139,7 +142,7 @@ async def test_end_session_node_ends_once(world: World) -> None:
     end = end_session_node(world.rt)
     await end({"messages": []}, {"configurable": {"thread_id": "t1"}})  # identity from the session row
     assert ended == ["t1"]
-    session = await world.rt.store.get_session("t1")
+    session = await world.rt.store.get_session(T1)
     assert session is not None and session.ended_at is not None
 
 

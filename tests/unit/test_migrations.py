@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from retold.errors import MigrationIssuesError, SchemaVersionError
+from retold.models import SessionKey
 from retold.store import LATEST_VERSION, Database, Store, migrate
 from retold.util import normalize_attribute
 
@@ -75,7 +76,7 @@ def applied_migrations(path: Path) -> list[tuple[int, str, str]]:
 
 
 async def test_fresh_database_reaches_latest_version_with_every_spec_table(store: Store) -> None:
-    assert LATEST_VERSION == 6
+    assert LATEST_VERSION == 7
     assert await store.schema_version() == LATEST_VERSION
     assert set(await store.tables()) >= SPEC_TABLES
     assert await store.records_version() == 0
@@ -118,7 +119,7 @@ async def test_migrate_to_a_target_stops_there(store_path: Path) -> None:
     try:
         assert await migrate(db, target=1) == [1]
         assert await migrate(db, target=3) == [2, 3]
-        assert await migrate(db) == [4, 5, 6]
+        assert await migrate(db) == [4, 5, 6, 7]
     finally:
         await db.close()
     assert "subject_entity_id" in table_columns(store_path, "records")
@@ -327,5 +328,93 @@ async def test_episodic_marker_is_not_an_attribute_for_a_semantic_legacy_row(sto
     try:
         issues = await store.migration_issues()
         assert [(i["record_id"], "no attribute segment" in i["issue"]) for i in issues] == [("r-dash", True)]
+    finally:
+        await store.close()
+
+
+# --------------------------------------------------------------------------- version 6 -> 7: ownership
+
+
+async def test_migration_7_keys_sessions_by_owner_and_keeps_every_source(store_path: Path) -> None:
+    """A version-6 file: one session, a record quoting it, a counted reinforcement from a tool call,
+    and a project record linked to a user's person entity whose private alias was in its FTS row."""
+    db = await Database.open(store_path)
+    try:
+        assert await migrate(db, target=6) == [1, 2, 3, 4, 5, 6]
+        async with db.transaction():
+            await db.execute(
+                "INSERT INTO sessions(id, agent_id, user_id, started_at) VALUES ('t1', 'planner', 'u1', ?)",
+                (TS,),
+            )
+            await db.execute(
+                """INSERT INTO session_turns(session_id, turn, role, content, at)
+                   VALUES ('t1', 1, 'user', ?, ?)""",
+                ("I like tea", TS),
+            )
+            await db.execute(
+                """INSERT INTO entities(id, kind, canonical, scope_kind, scope_id, status, created_at)
+                   VALUES ('e1', 'person', 'u1', 'user', 'u1', 'confirmed', ?)""",
+                (TS,),
+            )
+            for alias in ("u1", "adi"):
+                await db.execute(
+                    "INSERT INTO entity_aliases(entity_id, alias_norm) VALUES ('e1', ?)", (alias,)
+                )
+            for rid, scope, ref in (("r1", "u1", "session:t1<turn:1>"), ("r2", "p1", None)):
+                kind = "user" if scope == "u1" else "project"
+                await db.execute(
+                    """INSERT INTO records(id, type, content, subject, subject_entity_id, attribute,
+                               scope_kind, scope_id, source_kind, source_ref, creator_agent_id, evidence,
+                               created_at, event_at, confidence, status)
+                       VALUES (?, 'semantic', ?, ?, 'e1', 'drink', ?, ?, ?, ?, 'planner', ?, ?, ?, 0.9,
+                               'confirmed')""",
+                    (
+                        rid,
+                        f"likes tea {rid}",
+                        "e1/drink",
+                        kind,
+                        scope,
+                        "user_statement" if ref else "system",
+                        ref,
+                        "I like tea" if ref else None,
+                        TS,
+                        TS,
+                    ),
+                )
+                await db.execute("INSERT INTO record_entities(record_id, entity_id) VALUES (?, 'e1')", (rid,))
+                await db.execute(
+                    """INSERT INTO records_fts(record_id, content, subject, aliases)
+                       VALUES (?, ?, 'e1/drink', ?)""",
+                    (rid, f"likes tea {rid}", "u1 adi"),
+                )
+            await db.execute(
+                """INSERT INTO events(id, at, kind, actor, record_id, payload)
+                   VALUES ('ev1', ?, 'record.reinforced', 'helper', 'r1', ?)""",
+                (
+                    TS,
+                    '{"counted": true, "source_ref": "call-7", "source_kind": "tool_result", '
+                    '"evidence": "tea: yes"}',
+                ),
+            )
+        assert await migrate(db) == [7]
+    finally:
+        await db.close()
+
+    store = await Store.open(store_path)
+    try:
+        key = SessionKey("planner", "u1", "t1")
+        assert [t.content for t in await store.turns(key)] == ["I like tea"]
+        assert (await store.get_session(key)) is not None
+        assert await store.get_session(SessionKey("planner", "u2", "t1")) is None
+        sources = {s.origin: s for s in await store.sources_of("r1")}
+        assert set(sources) == {"planner/u1/session:t1<turn:1>", "helper//call-7"}
+        assert sources["planner/u1/session:t1<turn:1>"].user_id == "u1"
+        assert sources["helper//call-7"].evidence == "tea: yes"
+        assert await store.source_origin_of("r1") == "planner/u1/session:t1<turn:1>"
+        # The user's aliases stay on records in the user's scope, and leave the project's row.
+        assert sorted((await store.fts_row("r1"))["aliases"].split()) == ["adi", "u1"]  # type: ignore[index]
+        assert (await store.fts_row("r2"))["aliases"] == ""  # type: ignore[index]
+        assert await store.orphan_findings() == []
+        assert await store.fts_findings() == []
     finally:
         await store.close()

@@ -14,7 +14,7 @@ import pytest
 import retold
 from retold.config import Config
 from retold.errors import ConfigError, InvalidArgumentError, SchemaVersionError, StoreError
-from retold.models import Principal, SearchRequest, SessionInfo
+from retold.models import Principal, SearchRequest, SessionInfo, SessionKey
 from retold.operations import load_snapshot, supersession_cycles
 from retold.store import Store
 from retold.testing import FakeClock, FakeEmbedder, FakeJudge
@@ -89,13 +89,14 @@ async def add_session(store: Store, clock: FakeClock, session_id: str, *, ended_
     now = clock.now()
     started = now - timedelta(days=(ended_days_ago or 0) + 1)
     ended = None if ended_days_ago is None else now - timedelta(days=ended_days_ago)
+    key = SessionKey("planner", "u1", session_id)
     await store.insert_session(SessionInfo(session_id, "planner", "u1", None, started, ended, None, None))
     for n in range(turns):
-        await store.append_turn(session_id, "user", f"{session_id} said thing {n}", started)
+        await store.append_turn(key, "user", f"{session_id} said thing {n}", started)
     if extracted:
-        claim = await store.claim_session(session_id, now=now, stale_before=now - timedelta(hours=1))
+        claim = await store.claim_session(key, now=now, stale_before=now - timedelta(hours=1))
         assert claim.claimed_at is not None, claim
-        assert await store.finish_session_extraction(session_id, claimed_at=claim.claimed_at, now=now)
+        assert await store.finish_session_extraction(key, claimed_at=claim.claimed_at, now=now)
 
 
 async def test_retain_blanks_only_extracted_sessions_past_the_window(world: World) -> None:
@@ -108,16 +109,16 @@ async def test_retain_blanks_only_extracted_sessions_past_the_window(world: Worl
 
     report = await world.rt.ops.retain(actor="ops")
 
-    assert report.sessions == ["old-done"]
+    assert report.sessions == ["planner/u1/old-done"]
     assert report.turns == 3
-    blanked = await store.turns("old-done")
+    blanked = await store.turns(SessionKey("planner", "u1", "old-done"))
     assert [(t.turn, t.role, t.content) for t in blanked] == [
         (1, "user", ""),
         (2, "user", ""),
         (3, "user", ""),
     ]
     for kept in ("old-pending", "recent-done", "open"):
-        assert all(t.content for t in await store.turns(kept)), kept
+        assert all(t.content for t in await store.turns(SessionKey("planner", "u1", kept))), kept
     (event,) = await store.events(kind="session.retained")
     assert event["actor"] == "ops"
     assert event["payload"]["session_id"] == "old-done"
@@ -133,7 +134,7 @@ async def test_retain_follows_the_configured_window(tmp_path: Path) -> None:
     try:
         await add_session(w.rt.store, w.clock, "eight-days", ended_days_ago=8, extracted=True)
         await add_session(w.rt.store, w.clock, "six-days", ended_days_ago=6, extracted=True)
-        assert (await w.rt.ops.retain()).sessions == ["eight-days"]
+        assert (await w.rt.ops.retain()).sessions == ["planner/u1/eight-days"]
     finally:
         await w.rt.close()
 

@@ -16,7 +16,8 @@ from retold.config import Config
 from retold.errors import InvalidArgumentError, NotFoundError
 from retold.ingest.claim_parser import parse_claim
 from retold.ingest.conservative_judge import ConservativeJudge
-from retold.models import EntityMention, Principal, Scope, SearchRequest, SessionInfo
+from retold.ingest.sources import source_for
+from retold.models import EntityMention, Principal, Scope, SearchRequest, SessionInfo, SessionKey
 from retold.operations import Operations
 from retold.store.erase import ERASED_PAYLOAD
 from retold.testing import FakeEmbedder
@@ -106,7 +107,8 @@ async def test_erase_without_apply_reports_and_changes_nothing(world: World) -> 
     dry = await world.rt.ops.erase(user="u1", reason="request 7", dry_run=True)
 
     assert not dry.applied and dry.compacted is None and dry.event_id is None
-    assert rid in dry.records and dry.sessions == ["s1"] and dry.turns == 1 and dry.search_logs == 1
+    assert rid in dry.records and dry.sessions == ["planner/u1/s1"] and dry.turns == 1
+    assert dry.search_logs == 1
     assert dry.summary().startswith("would erase user:u1: ")
     assert await table_rows(store) == fingerprint
     assert world.rt.index.vector_for(rid) is not None
@@ -160,17 +162,17 @@ async def test_erasing_a_session_blanks_its_transcript_and_what_quotes_it(world:
         clock.now(), type="episodic", content="Session about zephyrine.", source_kind="session_summary",
         source_ref="session:s1", attribute="-", subject="-", expires_at=clock.now() + timedelta(days=30),
     )  # fmt: skip
-    await store.insert_record(summary)
+    await store.insert_record(summary, source=source_for(summary, world.p, trusted=True))
+    s2 = SessionKey("planner", "u1", "s2")
     await store.insert_session(SessionInfo("s2", "planner", "u1", None, clock.now(), None, None, None))
-    await store.append_turn("s2", "user", "zephyrine again in another session", clock.now())
+    await store.append_turn(s2, "user", "zephyrine again in another session", clock.now())
 
     report = await world.rt.ops.erase(session="s1", reason="wrong chat")
 
-    assert (
-        report.sessions == ["s1"] and report.records == [summary.id] and report.evidence_cleared == [quoted]
-    )
-    assert [t.content for t in await store.turns("s1")] == [""]
-    assert [t.content for t in await store.turns("s2")] == ["zephyrine again in another session"]
+    assert report.sessions == ["planner/u1/s1"]
+    assert report.records == [summary.id] and report.evidence_cleared == [quoted]
+    assert [t.content for t in await store.turns(SessionKey.of(world.p))] == [""]
+    assert [t.content for t in await store.turns(s2)] == ["zephyrine again in another session"]
     kept = await store.require_record(quoted)
     assert (kept.status, kept.content, kept.evidence) == (
         "confirmed",
@@ -219,7 +221,11 @@ async def test_erasing_a_user_reaches_every_place_their_text_went(world: World) 
     report = await rt.ops.erase(user="u1", reason="account deleted", actor="dpo")
 
     assert set(report.records) >= {mine, shared, private.id}
-    assert report.sessions == ["s1"] and report.search_logs == 1 and report.entities
+    assert report.sessions == ["planner/u1/s1"] and report.search_logs == 1 and report.entities
+    # u2's own search keeps u2's query, and no longer names u1's erased records.
+    for row in await store.db.fetchall("SELECT * FROM search_log WHERE user_id = 'u2'"):
+        assert "ochrebloom" in row["request"]
+        assert not any(rid in json.dumps(dict(row)) for rid in report.records)
     text = (await all_text(world)).lower()
     for marker in ("tangerinewhisk", "copperwhistle", "lanternmoss", "saffronquery", "marlowequill"):
         assert marker not in text, marker

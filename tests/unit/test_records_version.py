@@ -7,7 +7,7 @@ from collections.abc import Awaitable, Callable
 import numpy as np
 import pytest
 
-from retold.models import Grant, Scope, SessionInfo
+from retold.models import Grant, Scope, SessionInfo, SessionKey
 from retold.store import Store
 
 from .factories import MakeEntity, MakeRecord
@@ -92,8 +92,8 @@ async def test_other_tables_do_not_advance_the_version(
             "session",
             lambda: store.insert_session(SessionInfo("s1", "planner", "u1", None, now, None, None, None)),
         ),
-        ("turn", lambda: store.append_turn("s1", "user", "hello", now)),
-        ("end session", lambda: store.end_session("s1", now)),
+        ("turn", lambda: store.append_turn(SessionKey("planner", "u1", "s1"), "user", "hello", now)),
+        ("end session", lambda: store.end_session(SessionKey("planner", "u1", "s1"), now)),
         ("entity", lambda: store.insert_entity(entity)),
         ("alias", lambda: store.add_aliases(entity.id, ["adi"])),
         ("conflict", lambda: store.add_conflict(a.id, b.id, now)),

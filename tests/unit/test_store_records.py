@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from retold.errors import InvalidArgumentError, NotFoundError
-from retold.models import Record, Scope, SessionInfo
+from retold.models import Record, Scope, SessionInfo, SessionKey
 from retold.store import Store
 from retold.store.rows import RECORD_COLUMNS, record_to_params
 from retold.testing import FakeClock
@@ -377,6 +377,8 @@ async def test_search_log_rejects_unknown_and_missing_columns(store: Store) -> N
 
 # --------------------------------------------------------------------------- sessions
 
+S1 = SessionKey("planner", "u1", "s1")
+
 
 async def test_turns_are_numbered_in_order_and_ending_is_idempotent(store: Store, clock: FakeClock) -> None:
     started = clock.now()
@@ -385,19 +387,23 @@ async def test_turns_are_numbered_in_order_and_ending_is_idempotent(store: Store
     turns = []
     for role, text in (("user", "hi"), ("assistant", "hello"), ("tool", "42")):
         clock.advance(seconds=1)
-        turns.append(await store.append_turn("s1", role, text, clock.now()))
-    other = await store.append_turn("s2", "user", "elsewhere", clock.now())
+        turns.append(await store.append_turn(S1, role, text, clock.now()))
+    other = await store.append_turn(S1.with_session("s2"), "user", "elsewhere", clock.now())
 
     assert [t.turn for t in turns] == [1, 2, 3]
     assert other.turn == 1
-    stored = await store.turns("s1")
+    stored = await store.turns(S1)
     assert stored == turns
     assert [t.role for t in stored] == ["user", "assistant", "tool"]
 
     ended_at = clock.advance(minutes=5)
-    assert await store.end_session("s1", ended_at) is True
-    assert await store.end_session("s1", clock.advance(minutes=5)) is False
-    session = await store.get_session("s1")
+    assert await store.end_session(S1, ended_at) is True
+    assert await store.end_session(S1, clock.advance(minutes=5)) is False
+    session = await store.get_session(S1)
     assert session is not None and session.ended_at == ended_at and session.project_id == "proj"
     assert [s.id for s in await store.sessions_for_user("u1")] == ["s1", "s2"]
-    assert await store.end_session("missing", ended_at) is False
+    assert await store.end_session(S1.with_session("missing"), ended_at) is False
+    # The same id under another owner is another session: nothing of s1 is reachable through it.
+    assert await store.get_session(SessionKey("planner", "u2", "s1")) is None
+    assert await store.turns(SessionKey("planner", "u2", "s1")) == []
+    assert await store.end_session(SessionKey("helper", "u1", "s1"), ended_at) is False

@@ -1,9 +1,15 @@
 """Fuzzing the tool surface: arbitrary input never raises, and a failed call changes nothing.
 
 Every tool gets arbitrary JSON, near-valid payloads built from its own schema's keys,
-and things that are not JSON at all, under principals with different grants. Each
-answer must be a JSON-serialisable dict; each failure must carry a spec error code and
-a message, and leave every table's row count and ``records_version`` as they were.
+things that are not JSON at all, and hostile input (issue 15 item 7): lone surrogates,
+NUL and control characters in any string or key, invalid and extreme dates, huge and
+deeply nested payloads (as Python values and as JSON text), numbers at the int and float
+limits, NaN and infinities; under principals with different grants. Each answer must be
+a dict that JSON- and UTF-8-encodes (a message echoing a lone surrogate would break the
+adapters); each failure must carry a spec error code and a message and leave every
+table's row count and ``records_version`` as they were. Every call's work is bounded:
+what reaches the search and the write path is within the limits of
+:mod:`retold.tools.limits`, and each call returns within a generous wall-clock bound.
 ``RETOLD_SLOW_TESTS=1`` raises the example count to 10,000 per tool.
 """
 
@@ -11,6 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
+import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -19,8 +28,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from retold.models import EntityMention, Principal, Scope
-from retold.tools import ERROR_CODES, TOOL_NAMES
+from retold.ingest.request import Revision, WriteRequest
+from retold.models import EntityMention, Principal, Scope, SearchRequest
+from retold.tools import ERROR_CODES, TOOL_NAMES, limits
 
 from .slow import examples
 from .writepath import USER, World, make_world
@@ -28,6 +38,8 @@ from .writepath import USER, World, make_world
 EXAMPLES = examples(120)  # 10,000 under RETOLD_SLOW_TESTS=1 (tests/unit/slow.py)
 PROJECT = Scope("project", "p1")
 OUTCOMES: list[str] = []  # what the fuzz reached, for the coverage guard below
+REACHED: list[str] = []  # which bounded entry points the fuzz reached
+SECONDS_PER_CALL = 10.0  # generous: a refused 2 MB payload takes microseconds
 
 
 class Harness:
@@ -39,6 +51,7 @@ class Harness:
         self.ids: list[str] = []
         self.entity_ids: list[str] = []
         self.loop.run_until_complete(self._seed())
+        self._bound_what_reaches_the_work()
         p = self.world.p
         self.principals = [
             p,
@@ -71,6 +84,44 @@ class Harness:
         await rt.store.set_status(gone.record_id or "", "deleted")
         for record_id in self.ids:
             self.entity_ids += (await rt.store.require_record(record_id)).entity_ids
+
+    def _bound_what_reaches_the_work(self) -> None:
+        """Wrap the search and the write path: what a tool hands them must be within the limits.
+
+        An assertion here escapes ``tools.call`` (it catches only its own refusals), so an
+        unbounded input reaching the expensive work fails the fuzz.
+        """
+        rt = self.world.rt
+        search, write, revise = rt.search, rt.ingestor.write, rt.ingestor.revise
+
+        async def bounded_search(principal: Principal, request: SearchRequest) -> Any:
+            REACHED.append("search")
+            assert 1 <= len(request.queries) <= limits.MAX_QUERIES
+            assert all(len(q) <= limits.MAX_QUERY_CHARS for q in request.queries)
+            assert len(request.entities or ()) <= limits.MAX_SEARCH_ENTITIES
+            assert request.k is None or (isinstance(request.k, int) and 1 <= request.k <= limits.MAX_K)
+            for bound in (request.since, request.until):
+                assert bound is None or limits.DATE_MIN <= bound <= limits.DATE_MAX
+            return await search(principal, request)
+
+        async def bounded_write(principal: Principal, request: WriteRequest, **kw: Any) -> Any:
+            REACHED.append("write")
+            assert len(request.content) <= limits.MAX_CONTENT_CHARS
+            assert len(request.evidence or "") <= limits.MAX_EVIDENCE_CHARS
+            assert len(request.entities) <= limits.MAX_WRITE_ENTITIES and len(request.tags) <= limits.MAX_TAGS
+            assert request.evidence_turn is None or isinstance(request.evidence_turn, int)
+            assert request.event_at is None or limits.DATE_MIN <= request.event_at <= limits.DATE_MAX
+            return await write(principal, request, **kw)
+
+        async def bounded_revise(principal: Principal, target: Any, revision: Revision, **kw: Any) -> Any:
+            REACHED.append("revise")
+            assert len(revision.content) <= limits.MAX_CONTENT_CHARS
+            assert len(revision.evidence or "") <= limits.MAX_EVIDENCE_CHARS
+            return await revise(principal, target, revision, **kw)
+
+        rt.search = bounded_search  # type: ignore[method-assign]
+        rt.ingestor.write = bounded_write  # type: ignore[method-assign]
+        rt.ingestor.revise = bounded_revise  # type: ignore[method-assign]
 
     def run(self, coro: Any) -> Any:
         return self.loop.run_until_complete(coro)
@@ -107,6 +158,59 @@ json_values = st.recursive(
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner, max_size=4),
     max_leaves=12,
 )
+
+# --- hostile values (issue 15 item 7) ---------------------------------------------------------
+
+HOSTILE_CHARS = ["\ud800", "\udbff", "\udc00", "\udfff", "\x00", "\x01", "\x1b", "\x7f", "\x85", "\x9f",
+                 "\u2028", "\ufeff", "\U0001f600", "\t", "\n", "\r"]  # fmt: skip
+hostile_text = st.one_of(
+    st.text(alphabet=st.sampled_from(HOSTILE_CHARS) | st.characters(codec=None, exclude_categories=()),
+            max_size=12),
+    st.tuples(st.sampled_from(["Aditya prefers concise answers.", "I prefer concise answers", "Atlas"]),
+              st.sampled_from(HOSTILE_CHARS)).map(lambda t: t[0][:5] + t[1] + t[0][5:]),
+)  # fmt: skip
+HOSTILE_DATES = [
+    "0001-01-01T00:00:00+05:00", "9999-12-31T23:59:59-05:00", "0001-01-01T00:00:00", "9999-12-31T23:59:59",
+    "0999-12-31T23:59:59Z", "1000-01-01T00:00:00Z", "9998-12-31T23:59:59Z", "9999-01-01T00:00:00Z",
+    "0000-01-01", "2026-02-30", "2026-01-01T24:00:00", "2026-01-01T00:00:00+24:00",
+    "2026-01-01T00:00:00+23:59", "2026-01-01T00:00:00\x00", "2026-01-01\ud800", "+002026-01-01",
+    "2026-W01-1", "",
+]  # fmt: skip
+HOSTILE_NUMBERS = [
+    2**63 - 1, 2**63, -(2**63), -(2**63) - 1, 2**64, 10**30, 10**400, 1e308, -1e308, sys.float_info.max,
+    sys.float_info.min, 5e-324, math.nan, math.inf, -math.inf, -0.0, 5.0, 1.5, 20.0, 21.0, True, False,
+]  # fmt: skip
+
+
+def _nested(depth: int, leaf: Any, as_dict: bool) -> Any:
+    for _ in range(depth):
+        leaf = {"queries": leaf} if as_dict else [leaf]
+    return leaf
+
+
+HUGE = "connect " * 212_500  # the issue's 1.7 MB query
+HOSTILE_BLOBS = [
+    HUGE, "é" * (limits.MAX_PAYLOAD_CHARS + 1), "x" * (limits.MAX_EVIDENCE_CHARS + 1), ["tea"] * 10_000,
+    _nested(50_000, "tea", as_dict=False), _nested(50_000, "tea", as_dict=True),
+    _nested(9, "tea", as_dict=False), {f"k{i}": i for i in range(20_000)},
+]  # fmt: skip
+HOSTILE_TEXTS = [  # whole payloads as JSON text
+    json.dumps({"queries": [HUGE]}), '{"queries": ' + "[" * 60_000 + '"tea"' + "]" * 60_000 + "}",
+    '{"queries": ["tea"], "k": 1' + "0" * 5000 + "}", '{"queries": ["tea"], "k": NaN}',
+    '{"queries": ["tea"], "k": Infinity}', '{"queries": ["\\ud800"]}', '{"queries": ["\\u0000"]}',
+    '{"\\udfff": 1}', b'{"queries": ["\xff"]}', "[" * (limits.MAX_JSON_TEXT_CHARS + 1),
+]  # fmt: skip
+hostile_values = st.one_of(
+    hostile_text,
+    st.sampled_from(HOSTILE_DATES),
+    st.sampled_from(HOSTILE_NUMBERS),
+    st.integers(),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from(range(len(HOSTILE_BLOBS))).map(lambda i: HOSTILE_BLOBS[i]),
+    st.lists(hostile_text, max_size=4),
+    st.dictionaries(hostile_text, hostile_text, max_size=3),
+)
+
 
 KEYS = [
     "queries", "types", "entities", "since", "until", "k", "include_history", "ids", "type", "content",
@@ -251,22 +355,54 @@ KEYS_BY_TOOL = {
 }  # fmt: skip
 
 
+@st.composite
+def hostile(draw: st.DrawFn, h: Harness, tool: str) -> Any:
+    """A valid call with one value (anywhere: top level, in a list, in an entity) or one key made hostile."""
+    payload = json.loads(json.dumps(draw(templates(h, tool))))
+    value = draw(hostile_values)
+    spots = [(payload, key) for key in payload]
+    for item in payload.values():
+        if isinstance(item, list):
+            spots += [(item, i) for i in range(len(item))]
+            spots += [(entry, key) for entry in item if isinstance(entry, dict) for key in entry]
+    where = draw(st.sampled_from(["value", "key", "new key"]))
+    if where == "value" and spots:
+        container, key = draw(st.sampled_from(spots))
+        container[key] = value
+    elif where == "key":
+        payload[draw(hostile_text)] = value
+    else:
+        payload[draw(st.sampled_from(KEYS_BY_TOOL[tool]))] = value
+    if draw(st.booleans()):
+        try:
+            return json.dumps(payload, allow_nan=True)  # the same payload as JSON text
+        except (ValueError, RecursionError):
+            return payload
+    return payload
+
+
 def payloads(h: Harness, tool: str) -> st.SearchStrategy[Any]:
     near_valid = st.dictionaries(st.sampled_from(KEYS), plausible_values(h), max_size=7)
     not_json = st.one_of(
         st.binary(max_size=20), st.text(max_size=40), st.just(object()), st.sets(st.integers())
     )
     weird = st.one_of(near_valid, json_values, not_json, near_valid.map(json.dumps))
-    return st.one_of(mutated(h, tool), mutated(h, tool), mutated(h, tool), weird)
+    hostile_payloads = st.one_of(
+        hostile(h, tool), hostile(h, tool), st.sampled_from(HOSTILE_TEXTS), st.sampled_from(HOSTILE_BLOBS)
+    )
+    return st.one_of(mutated(h, tool), mutated(h, tool), mutated(h, tool), weird, hostile_payloads)
 
 
 def check(h: Harness, principal: Principal, tool: str, payload: Any) -> None:
     async def body() -> None:
         before = await h.snapshot()
+        started = time.perf_counter()
         result = await h.world.rt.tools.call(principal, tool, payload)
+        assert time.perf_counter() - started < SECONDS_PER_CALL, (tool, result)
         OUTCOMES.append(result.get("error") or "ok")
         assert isinstance(result, dict) and isinstance(result.get("ok"), bool), result
         json.dumps(result)
+        json.dumps(result, ensure_ascii=False).encode("utf-8")  # what the adapters send on
         if not result["ok"]:
             assert result["error"] in ERROR_CODES, result
             assert isinstance(result["message"], str) and result["message"], result
@@ -302,3 +438,15 @@ def test_the_fuzz_reaches_successes_and_every_common_refusal(harness: Harness) -
     reached = set(OUTCOMES)
     assert {"ok", "invalid_input", "not_found"} <= reached, sorted(reached)
     assert len(reached) >= 4, sorted(reached)
+    assert {"search", "write"} <= set(REACHED), sorted(set(REACHED))  # the bounds were exercised
+
+
+@pytest.mark.parametrize("blob", range(len(HOSTILE_BLOBS)))
+@pytest.mark.parametrize("tool", TOOL_NAMES)
+def test_every_hostile_blob_is_refused_quickly_by_every_tool(harness: Harness, tool: str, blob: int) -> None:
+    """The huge and deep values, deterministically, in the one field every tool has and as the payload."""
+    field = {"memory_search": "queries", "memory_get": "ids", "memory_write": "content",
+             "memory_revise": "reason", "memory_forget": "reason"}[tool]  # fmt: skip
+    for payload in ({field: HOSTILE_BLOBS[blob]}, HOSTILE_BLOBS[blob], *HOSTILE_TEXTS):
+        check(harness, harness.principals[0], tool, payload)
+        assert OUTCOMES[-1] == "invalid_input"

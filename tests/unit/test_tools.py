@@ -155,54 +155,86 @@ async def test_write_target_routes_and_unknown_names_are_refused(world: World) -
         assert refused["error"] == "invalid_write_target", refused
 
 
-async def test_revise_schema_declares_every_branch_key_at_the_top(world: World) -> None:
+async def test_revise_schema_is_one_flat_object_selected_by_action(world: World) -> None:
+    """Issue 15: the old schema's root oneOf (and if/then/else) made Anthropic refuse every call."""
     schema = next(s for s in world.rt.tools.tool_schemas(world.p) if s["name"] == "memory_revise")
-    top = set(schema["input_schema"]["properties"])
-    for branch in schema["input_schema"]["oneOf"]:
-        assert set(branch["required"]) <= top
-        for key in ("if", "then"):
-            assert set(branch.get(key, {}).get("required", [])) <= top
+    body = schema["input_schema"]
+    assert not set(body) & {"oneOf", "anyOf", "allOf", "not", "if", "then", "else"}
+    assert body["required"] == ["action", "reason"]
+    assert body["properties"]["action"]["enum"] == ["confirm", "supersede", "expire", "merge_entities"]
 
 
-REVISE_CASES: list[dict[str, Any]] = [
-    {"id": "x", "action": "confirm", "reason": "user said so"},
-    {"id": "x", "action": "expire", "reason": "stale"},
-    {"id": "x", "action": "supersede", "reason": "changed", "content": "new"},
-    {"id": "x", "action": "supersede", "reason": "changed"},  # supersede needs content
-    {"id": "x", "action": "confirm", "reason": "r", "content": "c"},  # content only with supersede
-    {
-        "id": "x",
-        "action": "supersede",
-        "reason": "r",
-        "content": "c",
-        "evidence": "q",
-        "evidence_turn": 2,
-        "source_kind": "user_statement",
-    },
-    {"entity_id": "e1", "merge_into": "e2", "reason": "same person"},
-    {"entity_id": "e1", "merge_into": "e2", "reason": "r", "id": "x"},  # shapes mixed
-    {"entity_id": "e1", "reason": "r"},
-    {"id": "x", "action": "delete", "reason": "r"},
-    {"id": "x", "action": "confirm"},
-    {"id": "x", "action": "confirm", "reason": "r", "extra": 1},
-    {"id": "x", "action": "confirm", "reason": "   "},
+SCHEMA = "schema"  # the published schema itself refuses the payload
+REVISE_CASES: list[tuple[dict[str, Any], str | None]] = [  # payload, the variant rule it breaks
+    ({"id": "x", "action": "confirm", "reason": "user said so"}, None),
+    ({"id": "x", "action": "expire", "reason": "stale"}, None),
+    ({"id": "x", "action": "supersede", "reason": "changed", "content": "new"}, None),
+    (
+        {"id": "x", "action": "supersede", "reason": "changed"},
+        "content is required when action is 'supersede'",
+    ),
+    (
+        {"id": "x", "action": "confirm", "reason": "r", "content": "c"},
+        "content is only valid when action is 'supersede'",
+    ),
+    (
+        {
+            "id": "x",
+            "action": "supersede",
+            "reason": "r",
+            "content": "c",
+            "evidence": "q",
+            "evidence_turn": 2,
+            "source_kind": "user_statement",
+        },
+        None,
+    ),
+    ({"action": "merge_entities", "entity_id": "e1", "merge_into": "e2", "reason": "same person"}, None),
+    ({"entity_id": "e1", "merge_into": "e2", "reason": "same person"}, None),  # the old merge shape
+    (
+        {"action": "merge_entities", "entity_id": "e1", "merge_into": "e2", "reason": "r", "id": "x"},
+        "id is only valid when action is 'confirm', 'supersede' or 'expire'",
+    ),
+    ({"entity_id": "e1", "merge_into": "e2", "reason": "r", "id": "x"}, SCHEMA),  # shapes mixed, no action
+    (
+        {"action": "merge_entities", "entity_id": "e1", "reason": "r"},
+        "merge_into is required when action is 'merge_entities'",
+    ),
+    (
+        {"id": "x", "action": "expire", "reason": "r", "merge_into": "e2"},
+        "merge_into is only valid when action is 'merge_entities'",
+    ),
+    ({"action": "confirm", "reason": "r"}, "id is required when action is 'confirm'"),
+    ({"id": "x", "action": "delete", "reason": "r"}, SCHEMA),
+    ({"id": "x", "action": "confirm"}, SCHEMA),
+    ({"id": "x", "action": "confirm", "reason": "r", "extra": 1}, SCHEMA),
+    ({"id": "x", "action": "confirm", "reason": "   "}, SCHEMA),
+    (
+        {"id": "x", "action": "confirm", "reason": "r", "content": None, "entity_id": None},
+        None,
+    ),  # strict nulls
 ]
 
 
-@pytest.mark.parametrize("payload", REVISE_CASES)
-async def test_handler_and_a_conforming_validator_agree_on_revise(
-    world: World, payload: dict[str, Any]
+@pytest.mark.parametrize(("payload", "rule"), REVISE_CASES)
+async def test_revise_checks_the_published_schema_then_the_fields_of_each_action(
+    world: World, payload: dict[str, Any], rule: str | None
 ) -> None:
-    """The oneOf trap of §11: the published schema and the handler accept the same payloads."""
+    """The schema is flat; the handler refuses what it refuses, then each action's field rules."""
     published = next(s for s in world.rt.tools.tool_schemas(world.p) if s["name"] == "memory_revise")
     conforming = Draft202012Validator(json.loads(json.dumps(published["input_schema"])))
     result = await world.rt.tools.call(world.p, "memory_revise", payload)
-    rejected_by_schema = result.get("error") == "invalid_input" and result["message"].startswith(
-        "memory_revise:"
-    )
-    assert conforming.is_valid(payload) == (not rejected_by_schema), result
-    if conforming.is_valid(payload):  # valid shape, unknown ids: not_found, never a crash
-        assert result["error"] == "not_found"
+    without_nulls = {k: v for k, v in payload.items() if v is not None}
+    legacy = "action" not in payload and "id" not in payload
+    if rule == SCHEMA:
+        assert not conforming.is_valid(payload), payload
+        assert result["error"] == "invalid_input" and result["message"].startswith("memory_revise:"), result
+        return
+    assert conforming.is_valid(without_nulls) or legacy, payload
+    if rule is None:  # valid shape, unknown ids: not_found, never a crash
+        assert result["error"] == "not_found", result
+    else:
+        assert result == {"ok": False, "error": "invalid_input", "message": f"memory_revise: {rule}"}
 
 
 # --- not_found parity and leaks --------------------------------------------------------------

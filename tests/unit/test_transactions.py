@@ -1,8 +1,13 @@
-"""Atomic writes (spec §3): all of a transaction lands, or none of it; concurrent writers all land."""
+"""Atomic writes (spec §3): all of a transaction lands, or none of it, even when cancelled (issue 15);
+concurrent writers all land."""
 
 from __future__ import annotations
 
 import asyncio
+import itertools
+import logging
+import sqlite3
+import time
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +15,9 @@ import pytest
 
 from retold.errors import StoreClosedError, StoreError
 from retold.store import Store
+from retold.store.database import Database
 
+from .cancel_harness import Cut, attempt
 from .factories import MakeEntity, MakeRecord
 
 
@@ -201,3 +208,191 @@ async def test_a_task_started_inside_a_transaction_cannot_use_it(
         with pytest.raises(StoreError, match="task started inside a store transaction"):
             await child
     assert await count(store, "records") == 0
+
+
+# --- cancellation (issue 15): a cancelled write never leaves the connection in a transaction ---
+
+
+def writer_in_transaction(store: Store) -> bool:
+    """Whether the write connection is inside a transaction (internal to Database)."""
+    assert store.db._writer is not None
+    return store.db._writer.in_transaction
+
+
+async def test_cancelled_while_begin_waits_for_another_connection_leaves_no_transaction(
+    store_path: Path, make_record: MakeRecord
+) -> None:
+    store = await Store.open(store_path, busy_timeout_s=5)
+    other = sqlite3.connect(store_path, isolation_level=None)
+    other.execute("BEGIN IMMEDIATE")  # another connection holds the file's write lock
+    try:
+        task = asyncio.ensure_future(store.insert_record(make_record()))
+        await asyncio.sleep(0.2)  # its BEGIN IMMEDIATE now waits on the writer's thread
+        started = time.monotonic()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert time.monotonic() - started < 2  # at once, not after the busy timeout
+        other.rollback()  # the queued BEGIN now succeeds; the rollback queued behind it undoes it
+        record = make_record()
+        await asyncio.wait_for(store.insert_record(record), timeout=10)
+        assert await store.get_record(record.id) is not None
+        assert await count(store, "records") == 1
+        assert not writer_in_transaction(store)
+    finally:
+        other.close()
+        await store.close()
+
+
+async def test_cancelled_during_commit_the_write_is_whole_and_its_callbacks_ran(
+    store: Store, make_record: MakeRecord
+) -> None:
+    record = make_record()
+    ran: list[str] = []
+
+    async def write() -> None:
+        async with store.transaction():
+            await store.insert_record(record)
+            store.db.after_commit(lambda: ran.append("committed"))
+
+    task = asyncio.ensure_future(write())
+    store.db.tracer = lambda sql, params: task.cancel() if sql == "COMMIT" else None
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    store.db.tracer = None
+    assert ran == ["committed"]  # the commit finished before the cancellation surfaced
+    assert await store.get_record(record.id) is not None
+    assert not writer_in_transaction(store)
+    await store.insert_record(make_record())
+    assert await count(store, "records") == 2
+
+
+async def test_a_second_cancellation_during_the_rollback_still_rolls_back(
+    store: Store, make_record: MakeRecord
+) -> None:
+    record = make_record()
+    inside = asyncio.Event()
+
+    async def write() -> None:
+        # The inner block is a savepoint: ROLLBACK TO and RELEASE, then the outer ROLLBACK.
+        async with store.transaction(), store.transaction():
+            await store.insert_record(record)
+            inside.set()
+            await asyncio.sleep(30)
+
+    task = asyncio.ensure_future(write())
+    await inside.wait()
+    cleanup: list[str] = []
+
+    def cancel_again(sql: str, params: object) -> None:
+        cleanup.append(sql)
+        task.cancel()  # every cleanup statement is cancelled once more while it runs
+
+    store.db.tracer = cancel_again
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    store.db.tracer = None
+    assert cleanup == ["ROLLBACK TO sp1", "RELEASE sp1", "ROLLBACK"]
+    assert await store.get_record(record.id) is None
+    assert not writer_in_transaction(store)
+    await store.insert_record(make_record())
+    assert await count(store, "records") == 1
+
+
+async def test_a_failed_commit_rolls_back_and_the_next_transaction_starts(tmp_path: Path) -> None:
+    db = await Database.open(tmp_path / "fk.sqlite")
+    try:
+        await db.execute_atomic("CREATE TABLE parent (id INTEGER PRIMARY KEY)")
+        await db.execute_atomic(
+            "CREATE TABLE child (id INTEGER PRIMARY KEY, parent_id INTEGER "
+            "REFERENCES parent(id) DEFERRABLE INITIALLY DEFERRED)"
+        )
+        with pytest.raises(StoreError, match="FOREIGN KEY"):
+            async with db.transaction():  # the deferred check fails at COMMIT
+                await db.execute("INSERT INTO child(id, parent_id) VALUES (1, 99)")
+        assert db._writer is not None and not db._writer.in_transaction
+        async with db.transaction():
+            await db.execute("INSERT INTO parent(id) VALUES (99)")
+        assert await db.fetchval("SELECT count(*) FROM child") == 0
+        assert await db.fetchval("SELECT count(*) FROM parent") == 1
+    finally:
+        await db.close()
+
+
+async def test_a_transaction_left_open_on_the_writer_is_rolled_back_at_the_next_begin(
+    store: Store, make_record: MakeRecord, caplog: pytest.LogCaptureFixture
+) -> None:
+    assert store.db._writer is not None
+    await store.db._writer.execute("BEGIN")  # as an unfinished cancelled statement would leave it
+    await store.db._writer.execute("UPDATE store_meta SET value = 99 WHERE key = 'records_version'")
+    record = make_record()
+    with caplog.at_level(logging.WARNING, logger="retold.store.database"):
+        await store.insert_record(record)
+    assert "left inside a transaction" in caplog.text
+    assert await store.records_version() == 1  # the stray update was never acknowledged: discarded
+    assert await store.get_record(record.id) is not None
+
+
+async def test_after_commit_callbacks_follow_the_outer_commit(store: Store, make_record: MakeRecord) -> None:
+    ran: list[str] = []
+    with pytest.raises(StoreError, match="needs an open transaction"):
+        store.db.after_commit(lambda: ran.append("outside"))
+    with pytest.raises(Boom):
+        async with store.transaction():
+            store.db.after_commit(lambda: ran.append("rolled back"))
+            raise Boom
+    async with store.transaction():
+        store.db.after_commit(lambda: ran.append("outer"))
+        with pytest.raises(Boom):
+            async with store.transaction():
+                store.db.after_commit(lambda: ran.append("inner, rolled back"))
+                raise Boom
+        async with store.transaction():
+            store.db.after_commit(lambda: ran.append("inner, released"))
+            store.db.after_commit(lambda: 1 / 0)  # logged; the others still run
+            store.db.after_commit(lambda: ran.append("after the failing one"))
+        assert ran == []  # nothing runs before the outer COMMIT
+    assert ran == ["outer", "inner, released", "after the failing one"]
+
+
+async def test_temporary_id_tables_never_outlive_a_cancelled_use(
+    store: Store, make_record: MakeRecord
+) -> None:
+    """Cancelled at every await, inside a transaction and outside one, no id table stays behind."""
+    ids = [make_record().id for _ in range(3)]
+
+    async def use(in_transaction: bool) -> None:
+        async def join() -> None:
+            async with store.db.temp_ids(ids) as table:
+                await store.db.fetchall(f"SELECT id FROM {table}")
+
+        if in_transaction:
+            async with store.transaction():
+                await join()
+        else:
+            await join()
+
+    for in_transaction in (False, True):
+        for k in itertools.count(1):
+            result = await attempt(lambda in_transaction=in_transaction: use(in_transaction), Cut(k))
+            assert not writer_in_transaction(store)
+            for conn in (store.db._reader, store.db._writer):
+                assert conn is not None
+                assert await conn.execute_fetchall("SELECT name FROM sqlite_temp_master") == [], k
+            if not result.cancelled:
+                break
+
+
+async def test_a_lone_statement_cancelled_at_any_await_is_whole_or_absent(store: Store) -> None:
+    await store.db.execute_atomic("CREATE TABLE marks (id TEXT PRIMARY KEY, a TEXT, b TEXT)")
+    insert = "INSERT INTO marks(id, a, b) VALUES (?, 'a', 'b')"
+    for k in itertools.count(1):
+        result = await attempt(lambda k=k: store.db.execute_atomic(insert, (f"m{k}",)), Cut(k))
+        await store.append_event("record.created", "planner")  # the store still writes (and waits)
+        assert not writer_in_transaction(store)
+        rows = await store.db.fetchall("SELECT a, b FROM marks WHERE id = ?", (f"m{k}",))
+        assert [tuple(r) for r in rows] in ([], [("a", "b")])
+        if not result.cancelled:
+            assert rows
+            break

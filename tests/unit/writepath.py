@@ -7,7 +7,7 @@ from typing import Any
 
 import retold
 from retold.ingest.ingestor import WriteRequest, WriteResult
-from retold.models import EntityMention, Principal, Record, Scope
+from retold.models import EntityMention, Principal, Record, Scope, SessionKey
 from retold.testing import FakeClock, FakeEmbedder, FakeJudge
 
 USER = Scope("user", "u1")
@@ -23,7 +23,7 @@ class World:
     async def say(self, role: str, content: str) -> int:
         """Append a turn to the principal's session and return its number."""
         self.p = await self.rt.hooks.on_turn(self.p, role, content)
-        turns = await self.rt.store.turns(self.p.session_id or "")
+        turns = await self.rt.store.turns(SessionKey.of(self.p))
         return turns[-1].turn
 
     async def write(self, content: str, **fields: Any) -> WriteResult:
