@@ -45,9 +45,13 @@ _ROLES = ("user", "assistant", "tool")
 
 
 def base_session_id(session_id: str) -> str:
-    """``s1~3`` → ``s1``: the id the adapter supplied before any idle split."""
+    """``s1~3`` → ``s1``: the id the adapter supplied before any idle split.
+
+    A base that could not itself be a session id (blank, as in `` ~7``) means the id is
+    not a split: it is its own base, so the chain lookup never builds an invalid key.
+    """
     base, sep, suffix = session_id.rpartition("~")
-    return base if sep and base and _split_suffix(suffix) else session_id
+    return base if sep and base.strip() and _split_suffix(suffix) else session_id
 
 
 def _split_suffix(suffix: str) -> bool:

@@ -101,6 +101,16 @@ async def test_a_session_id_names_one_session_per_principal(world: World) -> Non
 def test_split_ids() -> None:
     assert split_session_id("s1") == "s1~2" and split_session_id("s1~2") == "s1~3"
     assert base_session_id("s1~9") == "s1" and base_session_id("a~b") == "a~b"
+    # Found by the 10,000-example session property: a blank base is no base.
+    assert base_session_id(" ~7") == " ~7" and split_session_id(" ~7") == " ~7~2"
+
+
+async def test_a_session_id_with_a_blank_base_keeps_its_turns_and_splits(world: World) -> None:
+    p = await world.rt.hooks.on_turn(Principal("planner", "u1", " ~7"), "user", "first")
+    world.clock.advance(minutes=45)
+    p = await world.rt.hooks.on_turn(p, "user", "after the gap")
+    assert p.session_id == " ~7~2"
+    assert [t.content for t in await world.rt.store.turns(SessionKey.of(p))] == ["after the gap"]
 
 
 async def test_a_longest_session_id_still_splits_and_a_longer_new_one_is_refused(world: World) -> None:
