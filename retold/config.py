@@ -101,11 +101,14 @@ class _Block(BaseModel):
 
 
 class StoreConfig(_Block):
-    """The SQLite file and how long a connection queues for the write lock (spec §2.1)."""
+    """Where the memory lives and how long a connection queues for the write lock (spec §2.1)."""
 
     path: _Name = Field(
         "./memory.sqlite",
-        description="The SQLite file holding the whole memory. A non-empty path.",
+        description=(
+            "The SQLite file holding the whole memory, or a postgresql:// URL for the PostgreSQL "
+            "backend. A non-empty path or URL; $RETOLD_STORE overrides it."
+        ),
     )
     busy_timeout_seconds: _PositiveInt = Field(
         30,
@@ -113,6 +116,17 @@ class StoreConfig(_Block):
             "How long one connection waits for another's write lock. Every transaction begins "
             "IMMEDIATE, so a writer queues behind a background extraction instead of failing at "
             "once. Integer >= 1."
+        ),
+    )
+
+    pool_min: _PositiveInt = Field(
+        1, description="PostgreSQL only: connections the pool keeps open. Integer >= 1."
+    )
+    pool_max: _PositiveInt = Field(
+        10,
+        description=(
+            "PostgreSQL only: the most connections the pool opens (reads run in parallel on them; "
+            "writes queue on one). Integer >= 1."
         ),
     )
 

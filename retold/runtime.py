@@ -30,6 +30,7 @@ from retold.ingest.session import SessionHooks
 from retold.models import Principal, SearchRequest, SearchResponse, SessionInfo, SessionKey
 from retold.operations import Operations
 from retold.store import Store
+from retold.store.postgres import is_postgres_url
 from retold.util import Clock, SystemClock
 
 if TYPE_CHECKING:
@@ -283,10 +284,12 @@ async def _open(
         kind = type(config).__name__
         raise InvalidArgumentError(f"config must be a Config, a YAML path or None, got {kind}")
     clock = clock or SystemClock()
-    store_path = Path(path) if path is not None else Path(config.store.path)
+    store_path = store_location(path, config)
     store = await Store.open(
         store_path,
         busy_timeout_s=config.store.busy_timeout_seconds,
+        pool_min=config.store.pool_min,
+        pool_max=config.store.pool_max,
         allow_migration_issues=allow_migration_issues,
         clock=clock,
     )
@@ -300,6 +303,16 @@ async def _open(
         await store.close()
         raise
     return runtime
+
+
+def store_location(path: str | os.PathLike[str] | None, config: Config) -> str | Path:
+    """Where the store is: ``path``, else ``$RETOLD_STORE``, else ``config.store.path``.
+
+    A ``postgresql://`` URL stays a string (``Path`` would fold its ``//``); anything else
+    is a SQLite file.
+    """
+    location = os.fspath(path) if path is not None else os.environ.get("RETOLD_STORE") or config.store.path
+    return location if is_postgres_url(location) else Path(location)
 
 
 class _RuntimeOpener:
@@ -339,7 +352,8 @@ def open_runtime(
 ) -> _RuntimeOpener:
     """Open (creating and migrating if needed) a store and wire retold around it.
 
-    ``path`` defaults to ``config.store.path``. ``config`` is a :class:`Config`, a YAML
+    ``path`` is a SQLite file or a ``postgresql://`` URL; it defaults to ``$RETOLD_STORE``,
+    then ``config.store.path``. ``config`` is a :class:`Config`, a YAML
     path, or ``None`` for the defaults. ``None`` for a model means "build it from config";
     pass ``retold.testing.FakeEmbedder()`` and friends to replace one.
 

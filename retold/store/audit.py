@@ -111,14 +111,17 @@ class AuditMixin:
             sql += " AND can_write = ?"
             params.append(int(can_write))
         sql += " ORDER BY scope_kind, scope_id"
+        return [grant_from_row(r) for r in self._fetch_sync(sql, params)]
+
+    def _fetch_sync(self, sql: str, params: list[Any]) -> list[Any]:
+        """One read on a short-lived read-only connection of its own (no event loop needed)."""
         try:
             with closing(sqlite3.connect(self.db.path, timeout=5.0)) as conn:
                 conn.row_factory = sqlite3.Row
                 conn.execute("PRAGMA query_only = ON")
-                rows = conn.execute(sql, params).fetchall()
+                return conn.execute(sql, params).fetchall()
         except sqlite3.Error as exc:
             raise translate_error(exc, sql) from exc
-        return [grant_from_row(r) for r in rows]
 
     # --- events ---------------------------------------------------------------------------
 

@@ -88,6 +88,8 @@ async def run_to_completion(work: Awaitable[T]) -> T:
 class Database:
     """Async access to one SQLite file. Create with ``await Database.open(path)``."""
 
+    dialect = "sqlite"
+
     def __init__(self, path: str, busy_timeout_s: float) -> None:
         self.path = path
         self.busy_timeout_s = busy_timeout_s

@@ -115,7 +115,7 @@ class EntitiesMixin:
             sql += f" AND e.kind IN ({', '.join('?' for _ in kinds)})"
             params += list(kinds)
         found = []
-        for row in await self.db.fetchall(sql + " ORDER BY e.id", params):
+        for row in await self.db.fetchall(sql + " ORDER BY 1", params):
             entity = await self.follow_merges(row["id"])
             fits = entity is not None and entity.status in statuses and entity.scope in scopes
             if fits and entity.id not in {e.id for e in found}:  # type: ignore[union-attr]

@@ -186,8 +186,7 @@ class EraseMixin:
         async with self.db.temp_ids(record_ids) as records:
             rows = await self.db.fetchall(
                 f"""SELECT id FROM entities WHERE status != 'deleted'
-                      AND ((:user IS NOT NULL AND origin_user = :user)
-                           OR origin_record IN (SELECT id FROM {records}))
+                      AND (origin_user = :user OR origin_record IN (SELECT id FROM {records}))
                     ORDER BY id""",
                 {"user": user_id},
             )

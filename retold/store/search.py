@@ -66,6 +66,8 @@ class LexicalIndex:
     rows: int
     shared: bool
     vocabulary: _Vocabulary = field(default_factory=_Vocabulary)
+    scopes: tuple[Scope, ...] = ()  # PostgreSQL: the readable scopes its statistics cover
+    tokens: int = 0  # PostgreSQL: the readable rows' total length (BM25's average length)
 
     @property
     def table(self) -> str:

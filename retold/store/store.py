@@ -30,6 +30,7 @@ from retold.store.entities import EntitiesMixin, SessionsMixin
 from retold.store.extraction import ExtractionMixin
 from retold.store.maintenance import MaintenanceMixin
 from retold.store.migrations import LATEST_VERSION, current_version, migrate
+from retold.store.postgres import is_postgres_url
 from retold.store.rows import RECORD_COLUMNS, record_from_row, record_to_params, scope_clause, to_sql
 from retold.store.search import SearchMixin
 from retold.store.sources import SourcesMixin
@@ -77,15 +78,33 @@ class Store(
         busy_timeout_s: float = 30.0,
         allow_migration_issues: bool = False,
         clock: Clock | None = None,
+        pool_min: int = 1,
+        pool_max: int = 10,
     ) -> Store:
-        """Open (creating if needed) and migrate the file to the latest schema.
+        """Open (creating if needed) and migrate the store to the latest schema.
 
-        Refuses, with :class:`MigrationIssuesError`, while legacy rows that migration 2
-        could not map remain unresolved, unless ``allow_migration_issues=True``.
+        ``path`` is a SQLite file, or a ``postgresql://`` URL for the PostgreSQL backend
+        (``pool_min``/``pool_max`` size its connection pool). Refuses, with
+        :class:`MigrationIssuesError`, while legacy rows that migration 2 could not map
+        remain unresolved, unless ``allow_migration_issues=True``.
         """
-        db = await Database.open(path, busy_timeout_s=busy_timeout_s)
+        db: Any
+        if is_postgres_url(path):
+            from retold.store.postgres.database import PgDatabase
+            from retold.store.postgres.schema import migrate as migrate_postgres
+            from retold.store.postgres.store import PgStore
+
+            db = await PgDatabase.open(
+                str(path), busy_timeout_s=busy_timeout_s, pool_min=pool_min, pool_max=pool_max
+            )
+            migrator: Any = migrate_postgres
+            if cls is Store:
+                cls = PgStore
+        else:
+            db = await Database.open(path, busy_timeout_s=busy_timeout_s)
+            migrator = migrate
         try:
-            await migrate(db)
+            await migrator(db)
             store = cls(db, clock or SystemClock())
             if not allow_migration_issues:
                 unresolved = len(await store.migration_issues())
@@ -109,7 +128,16 @@ class Store(
             yield
 
     async def schema_version(self) -> int:
+        if self.dialect == "postgresql":
+            from retold.store.postgres.schema import current_version as postgres_version
+
+            return await postgres_version(self.db)
         return await current_version(self.db)
+
+    @property
+    def dialect(self) -> str:
+        """``sqlite`` or ``postgresql``: for the few statements the two spell differently."""
+        return self.db.dialect
 
     @staticmethod
     def latest_schema_version() -> int:
@@ -166,7 +194,8 @@ class Store(
                 await self.add_source(source)
             for entity_id, role in links:
                 await self.db.execute(
-                    "INSERT OR REPLACE INTO record_entities(record_id, entity_id, role) VALUES (?, ?, ?)",
+                    """INSERT INTO record_entities(record_id, entity_id, role) VALUES (?, ?, ?)
+                       ON CONFLICT (record_id, entity_id) DO UPDATE SET role = excluded.role""",
                     (record.id, entity_id, role),
                 )
             await self._write_fts(record.id, fresh=True)

@@ -81,7 +81,8 @@ class VectorsMixin:
         past some delta size does not first fetch every changed vector.
         """
         records_version = await self._durable_version()
-        fetch = -1 if limit is None else limit + 1  # one extra row tells a cut list from a full one
+        # One extra row tells a cut list from a full one; "no limit" is a bound both engines accept.
+        fetch = 2**62 if limit is None else limit + 1
         rows = await self.db.fetchall(
             f"""WITH changed(id) AS (
                     SELECT id FROM records WHERE index_version > :since

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -26,8 +27,42 @@ def config() -> Config:
     return Config()
 
 
+def _backends() -> list[str]:
+    """``RETOLD_TEST_BACKENDS=sqlite,postgresql`` (default: both) picks what ``store_path`` opens."""
+    return [
+        b.strip() for b in os.environ.get("RETOLD_TEST_BACKENDS", "sqlite,postgresql").split(",") if b.strip()
+    ]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Every test that opens a store (``store``, ``store_path``, ``world``) runs on each backend.
+
+    ``@pytest.mark.sqlite_only(reason)`` keeps a test of SQLite's own machinery on SQLite.
+    """
+    if "backend" not in metafunc.fixturenames:
+        return
+    backends = _backends()
+    marker = metafunc.definition.get_closest_marker("sqlite_only")
+    if marker is not None:
+        if not marker.args:
+            raise pytest.UsageError(f"{metafunc.definition.nodeid}: sqlite_only needs a reason")
+        backends = [b for b in backends if b == "sqlite"] or ["sqlite"]
+    metafunc.parametrize("backend", backends, indirect=True)
+
+
 @pytest.fixture
-def store_path(tmp_path: Path) -> Path:
+def backend(request: pytest.FixtureRequest) -> str:
+    """The store backend a conformance test runs on (see :func:`pytest_generate_tests`)."""
+    return str(request.param)
+
+
+@pytest.fixture
+def store_path(tmp_path: Path, backend: str) -> Path | str:
+    """A SQLite file, or the URL of a fresh PostgreSQL database holding the schema."""
+    if backend == "postgresql":
+        from tests.postgres_server import fresh_database
+
+        return fresh_database()
     return tmp_path / "memory.sqlite"
 
 
@@ -62,11 +97,11 @@ def make_entity(clock: FakeClock) -> MakeEntity:
 
 
 @pytest.fixture
-async def world(tmp_path: Path) -> AsyncIterator[Any]:
+async def world(store_path: Path | str) -> AsyncIterator[Any]:
     """A runtime on fakes with user u1 provisioned ("Aditya"), planner granted, session s1 open."""
     from .writepath import make_world
 
-    w = await make_world(tmp_path / "memory.sqlite")
+    w = await make_world(store_path)
     try:
         yield w
     finally:

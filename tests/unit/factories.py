@@ -35,3 +35,12 @@ def build_entity(now: datetime, canonical: str = "Aditya", **overrides: Any) -> 
     }
     values.update(overrides)
     return Entity(**values)
+
+
+async def every_table(store: Any) -> list[str]:
+    """Every table of the store, its lexical index's own included: for whole-store fingerprints."""
+    if store.dialect == "postgresql":
+        sql = "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() ORDER BY tablename"
+    else:
+        sql = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name"
+    return list(await store.db.fetch_column(sql))

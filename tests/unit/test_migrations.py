@@ -82,12 +82,24 @@ async def test_fresh_database_reaches_latest_version_with_every_spec_table(store
     assert await store.records_version() == 0
 
 
+async def store_columns(store: Store, table: str) -> set[str]:
+    if store.dialect == "postgresql":
+        rows = await store.db.fetchall(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = ?", (table,)
+        )
+        return {r[0] for r in rows}
+    return table_columns(Path(store.path), table)
+
+
 @pytest.mark.parametrize("table", sorted(SPEC_COLUMNS))
 async def test_fresh_database_has_the_spec_columns(store: Store, table: str) -> None:
-    missing = SPEC_COLUMNS[table] - table_columns(Path(store.path), table)
+    missing = SPEC_COLUMNS[table] - await store_columns(store, table)
     assert not missing, f"{table} lacks {sorted(missing)}"
 
 
+@pytest.mark.sqlite_only(
+    "SQLite files migrated from version 1; PostgreSQL starts at 7 (tests/integration/test_postgres.py)"
+)
 async def test_search_log_defaults_for_columns_added_by_later_migrations(store: Store) -> None:
     with sqlite3.connect(store.path) as conn:
         defaults = {row[1]: row[4] for row in conn.execute("PRAGMA table_info(search_log)")}
@@ -96,6 +108,9 @@ async def test_search_log_defaults_for_columns_added_by_later_migrations(store: 
     assert defaults["rerank_status"] == "'disabled'"
 
 
+@pytest.mark.sqlite_only(
+    "SQLite files migrated from version 1; PostgreSQL starts at 7 (tests/integration/test_postgres.py)"
+)
 async def test_reopening_applies_no_migration(store_path: Path) -> None:
     first = await Store.open(store_path)
     await first.close()
@@ -114,6 +129,9 @@ async def test_reopening_applies_no_migration(store_path: Path) -> None:
     assert applied_migrations(store_path) == before
 
 
+@pytest.mark.sqlite_only(
+    "SQLite files migrated from version 1; PostgreSQL starts at 7 (tests/integration/test_postgres.py)"
+)
 async def test_migrate_to_a_target_stops_there(store_path: Path) -> None:
     db = await Database.open(store_path)
     try:
@@ -125,6 +143,9 @@ async def test_migrate_to_a_target_stops_there(store_path: Path) -> None:
     assert "subject_entity_id" in table_columns(store_path, "records")
 
 
+@pytest.mark.sqlite_only(
+    "SQLite files migrated from version 1; PostgreSQL starts at 7 (tests/integration/test_postgres.py)"
+)
 async def test_newer_schema_version_refuses_to_open(store_path: Path) -> None:
     store = await Store.open(store_path)
     await store.close()
@@ -169,8 +190,9 @@ async def _link(db: Database, record_id: str, entity_id: str, role: str = "about
 
 
 @pytest.fixture
-async def legacy_path(store_path: Path) -> Path:
+async def legacy_path(tmp_path: Path) -> Path:
     """A version-1 file with one mappable legacy record and four that migration 2 cannot map."""
+    store_path = tmp_path / "legacy.sqlite"
     db = await Database.open(store_path)
     try:
         assert await migrate(db, target=1) == [1]
@@ -292,6 +314,9 @@ async def test_resolution_must_be_expired_or_acknowledged(legacy_path: Path) -> 
         await store.close()
 
 
+@pytest.mark.sqlite_only(
+    "SQLite files migrated from version 1; PostgreSQL starts at 7 (tests/integration/test_postgres.py)"
+)
 async def test_unmappable_row_already_superseded_does_not_block_opening(store_path: Path) -> None:
     db = await Database.open(store_path)
     try:
@@ -310,6 +335,9 @@ async def test_unmappable_row_already_superseded_does_not_block_opening(store_pa
         await store.close()
 
 
+@pytest.mark.sqlite_only(
+    "SQLite files migrated from version 1; PostgreSQL starts at 7 (tests/integration/test_postgres.py)"
+)
 async def test_episodic_marker_is_not_an_attribute_for_a_semantic_legacy_row(store_path: Path) -> None:
     db = await Database.open(store_path)
     try:
@@ -335,6 +363,9 @@ async def test_episodic_marker_is_not_an_attribute_for_a_semantic_legacy_row(sto
 # --------------------------------------------------------------------------- version 6 -> 7: ownership
 
 
+@pytest.mark.sqlite_only(
+    "SQLite files migrated from version 1; PostgreSQL starts at 7 (tests/integration/test_postgres.py)"
+)
 async def test_migration_7_keys_sessions_by_owner_and_keeps_every_source(store_path: Path) -> None:
     """A version-6 file: one session, a record quoting it, a counted reinforcement from a tool call,
     and a project record linked to a user's person entity whose private alias was in its FTS row."""

@@ -19,15 +19,13 @@ from retold.operations import load_snapshot, supersession_cycles
 from retold.store import Store
 from retold.testing import FakeClock, FakeEmbedder, FakeJudge
 
-from .factories import build_record
+from .factories import build_record, every_table
 from .writepath import USER, World, make_world
 
 
 async def table_rows(store: Store) -> dict[str, list[tuple[Any, ...]]]:
     """Every row of every table, FTS shadow tables included: a fingerprint of the whole store."""
-    names = await store.db.fetch_column(
-        "SELECT name FROM sqlite_master WHERE type = 'table' AND name != 'records_fts' ORDER BY name"
-    )
+    names = [n for n in await every_table(store) if n != "records_fts" or store.dialect == "postgresql"]
     return {
         name: sorted(tuple(r) for r in await store.db.fetchall(f"SELECT * FROM {name}")) for name in names
     }
@@ -148,9 +146,17 @@ def journal_format(path: Path) -> tuple[int, int]:
     return header[18], header[19]
 
 
-def corrupt(path: Path, *statements: str) -> None:
+def corrupt(store: Store | Path, *statements: str) -> None:
     """Write behind the store's back on a plain connection (foreign keys off, as a buggy tool would)."""
-    conn = sqlite3.connect(path, isolation_level=None)
+    if isinstance(store, Store) and store.dialect == "postgresql":
+        import psycopg
+
+        with psycopg.connect(store.db.url, autocommit=True) as pg:
+            pg.execute("SET session_replication_role = replica")  # no foreign keys, no triggers
+            for statement in statements:
+                pg.execute(statement.replace("x'00'", "'\\x00'::bytea").encode())
+        return
+    conn = sqlite3.connect(store.path if isinstance(store, Store) else store, isolation_level=None)
     try:
         for statement in statements:
             conn.execute(statement)
@@ -182,9 +188,8 @@ async def test_a_store_written_through_the_library_checks_clean(world: World) ->
 async def test_check_finds_each_kind_of_damage_and_repair_fixes_the_derivable(world: World) -> None:
     store, ops = world.rt.store, world.rt.ops
     a, b, c = await three_records(world)
-    path = Path(store.path)
     corrupt(
-        path,
+        store,
         f"DELETE FROM records_fts WHERE record_id = '{a}'",  # missing FTS row
         f"UPDATE records_fts SET content = 'garbage' WHERE record_id = '{b}'",  # stale FTS row
         "INSERT INTO records_fts(record_id, content, subject, aliases) VALUES ('ghost', 'x', 'y', '')",
@@ -230,7 +235,7 @@ async def test_check_finds_each_kind_of_damage_and_repair_fixes_the_derivable(wo
 async def test_check_reports_foreign_and_corrupt_vectors(world: World) -> None:
     a, b, _ = await three_records(world)
     corrupt(
-        Path(world.rt.store.path),
+        world.rt.store,
         f"UPDATE embeddings SET model = 'other-model' WHERE record_id = '{a}'",
         f"UPDATE embeddings SET vector = x'00' WHERE record_id = '{b}'",
     )
@@ -339,6 +344,7 @@ async def test_reembed_skips_erased_tombstones(world: World) -> None:
 # --- snapshots ----------------------------------------------------------------------------------
 
 
+@pytest.mark.sqlite_only("a snapshot is a SQLite file (PostgreSQL: see the test below)")
 async def test_snapshot_save_copies_every_table_into_one_file(world: World, tmp_path: Path) -> None:
     await three_records(world)
     await world.rt.search(world.p, SearchRequest(queries=["concise answers"]))
@@ -358,6 +364,18 @@ async def test_snapshot_save_copies_every_table_into_one_file(world: World, tmp_
         await world.rt.ops.save_snapshot(target)
     with pytest.raises(InvalidArgumentError, match="does not exist"):
         await world.rt.ops.save_snapshot(tmp_path / "missing-folder" / "s.sqlite")
+
+
+async def test_a_postgresql_store_refuses_a_snapshot_and_names_its_tools(tmp_path: Path) -> None:
+    from tests.postgres_server import fresh_database
+
+    w = await make_world(fresh_database())
+    try:
+        with pytest.raises(StoreError, match="pg_dump"):
+            await w.rt.ops.save_snapshot(tmp_path / "snap.sqlite")
+        assert not (tmp_path / "snap.sqlite").exists()
+    finally:
+        await w.rt.close()
 
 
 async def test_snapshot_load_refuses_an_open_store_and_restores_a_closed_one(tmp_path: Path) -> None:

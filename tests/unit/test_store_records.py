@@ -113,7 +113,7 @@ async def test_fts_row_carries_content_subject_and_linked_aliases(
     assert fts["content"] == "He likes short answers"
     assert fts["subject"] == f"{aditya.id}/answer_style"
     assert set(fts["aliases"].split()) == {"aditya", "adi", "priya"}
-    matched = await store.db.fetchall("SELECT record_id FROM records_fts WHERE records_fts MATCH 'adi'")
+    matched = await store.fts_search('"adi"', {record.id}, 10)
     assert [r[0] for r in matched] == [record.id]
 
 
@@ -124,7 +124,8 @@ async def test_update_of_content_rewrites_the_fts_row(store: Store, make_record:
     fts = await store.fts_row(record.id)
     assert fts is not None and fts["content"] == "prefers spaces" and fts["subject"] == "x/indentation"
     assert await store.db.fetchval("SELECT count(*) FROM records_fts") == 1
-    assert await store.db.fetchval("SELECT count(*) FROM records_fts WHERE records_fts MATCH 'tabs'") == 0
+    assert await store.fts_search('"tabs"', {record.id}, 10) == []
+    assert [r[0] for r in await store.fts_search('"spaces"', {record.id}, 10)] == [record.id]
     assert (await store.require_record(record.id)).content == "prefers spaces"
 
 

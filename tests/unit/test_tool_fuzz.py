@@ -32,6 +32,7 @@ from retold.ingest.request import Revision, WriteRequest
 from retold.models import EntityMention, Principal, Scope, SearchRequest
 from retold.tools import ERROR_CODES, TOOL_NAMES, limits
 
+from .factories import every_table
 from .slow import examples
 from .writepath import USER, World, make_world
 
@@ -128,9 +129,7 @@ class Harness:
 
     async def snapshot(self) -> dict[str, int]:
         db = self.world.rt.store.db
-        names = await db.fetch_column(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name"
-        )
+        names = await every_table(self.world.rt.store)
         counts = {}
         for name in names:
             # The spec keeps an ambiguous_alias audit event even for a refused write (§9).

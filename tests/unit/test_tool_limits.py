@@ -26,6 +26,7 @@ from retold.testing import FakeRewriter
 from retold.tools import limits, schemas
 from retold.util import check_text, clean_text, format_ts, parse_ts, text_problem
 
+from .factories import every_table
 from .writepath import World, make_world
 
 QUOTE = "I prefer concise answers"
@@ -33,9 +34,7 @@ QUOTE = "I prefer concise answers"
 
 async def counts(world: World) -> dict[str, int]:
     db = world.rt.store.db
-    names = await db.fetch_column(
-        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name"
-    )
+    names = await every_table(world.rt.store)
     out = {name: int(await db.fetchval(f'SELECT count(*) FROM "{name}"')) for name in names}
     out["records_version"] = await world.rt.store.records_version()
     return out

@@ -1,0 +1,333 @@
+"""The schema of spec §3 on PostgreSQL, versioned like SQLite's (:mod:`retold.store.migrations`).
+
+A new database is created at the latest version in one transaction: the tables as SQLite's
+migrations leave them, with ``schema_migrations`` recording every version up to it, so a
+future migration is written once for both backends and applies to both. Two processes that
+open a fresh database at once are serialised by a transaction-scoped advisory lock taken
+before anything is read, so exactly one creates the schema and the other finds it done.
+
+Differences from SQLite's tables, all invisible above ``retold/store/``:
+
+* text columns use the ``"C"`` collation, so ``ORDER BY`` sorts by code point as SQLite's
+  ``BINARY`` does, whatever the server's default;
+* tables ordered by SQLite's ``rowid`` carry an identity column of that name;
+* ``records_fts`` is an ordinary table with a GIN-indexed ``tsvector``, and ``embeddings``
+  keeps the float32 bytes SQLite keeps (pgvector's column and index come with dense search);
+* ``json_extract``, ``instr`` and ``group_concat`` exist as functions, so the statements
+  both engines share need no rewriting for them.
+"""
+
+from __future__ import annotations
+
+from retold.errors import SchemaVersionError
+from retold.store.migrations import LATEST_VERSION, MIGRATIONS
+from retold.store.postgres.database import PgDatabase
+from retold.util import SystemClock, format_ts
+
+__all__ = ["SCHEMA_LOCK", "current_version", "migrate"]
+
+SCHEMA_LOCK = 0x7265746F6C6473  # the advisory lock held while the schema is created or migrated
+
+T = 'TEXT COLLATE "C"'
+
+_FUNCTIONS = (
+    # SQLite's json_extract(doc, '$.a.b') on the text documents retold stores: NULL, a number,
+    # or the text of a string. Numbers come back as numeric so `= 1` compares as in SQLite.
+    """CREATE OR REPLACE FUNCTION json_extract(doc text, path text) RETURNS text
+       LANGUAGE sql IMMUTABLE PARALLEL SAFE AS
+       $$ SELECT (doc::jsonb) #>> string_to_array(substr(path, 3), '.') $$""",
+    """CREATE OR REPLACE FUNCTION json_type(doc text, path text) RETURNS text
+       LANGUAGE sql IMMUTABLE PARALLEL SAFE AS
+       $$ SELECT jsonb_typeof((doc::jsonb) #> string_to_array(substr(path, 3), '.')) $$""",
+    # SQLite's json_tree(doc): every value in the document, strings typed 'text'.
+    """CREATE OR REPLACE FUNCTION json_tree(doc text) RETURNS TABLE(type text, value text)
+       LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+         WITH RECURSIVE t(v) AS (
+           SELECT doc::jsonb
+           UNION ALL
+           SELECT x.c FROM t, LATERAL (
+             SELECT e.value FROM jsonb_each(CASE WHEN jsonb_typeof(t.v) = 'object' THEN t.v END) e
+             UNION ALL
+             SELECT a.value FROM jsonb_array_elements(CASE WHEN jsonb_typeof(t.v) = 'array' THEN t.v END) a
+           ) AS x(c)
+         )
+         SELECT CASE jsonb_typeof(v) WHEN 'string' THEN 'text' ELSE jsonb_typeof(v) END, v #>> '{}' FROM t
+       $$""",
+    """CREATE OR REPLACE FUNCTION instr(haystack text, needle text) RETURNS integer
+       LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$ SELECT strpos(haystack, needle) $$""",
+    """CREATE OR REPLACE FUNCTION retold_concat(acc text, val text, sep text) RETURNS text
+       LANGUAGE sql IMMUTABLE PARALLEL SAFE AS
+       $$ SELECT CASE WHEN val IS NULL THEN acc WHEN acc IS NULL THEN val ELSE acc || sep || val END $$""",
+    "CREATE OR REPLACE AGGREGATE group_concat(text, text) (SFUNC = retold_concat, STYPE = text)",
+)
+
+_TABLES = (
+    f"""CREATE TABLE schema_migrations (
+      version    INTEGER PRIMARY KEY,
+      name       {T} NOT NULL,
+      applied_at {T} NOT NULL
+    )""",
+    f"""CREATE TABLE entities (
+      id            {T} PRIMARY KEY,
+      kind          {T} NOT NULL CHECK (kind IN ('person','project','org','repo','product','other')),
+      canonical     {T} NOT NULL,
+      scope_kind    {T} NOT NULL,
+      scope_id      {T} NOT NULL,
+      status        {T} NOT NULL CHECK (status IN ('provisional','confirmed','merged','deleted')),
+      merged_into   {T} REFERENCES entities(id),
+      created_at    {T} NOT NULL,
+      origin_user   {T},
+      origin_record {T}
+    )""",
+    "CREATE INDEX entities_scope ON entities(scope_kind, scope_id, kind)",
+    f"""CREATE TABLE records (
+      id              {T} PRIMARY KEY,
+      type            {T} NOT NULL CHECK (type IN ('semantic','episodic','procedural')),
+      version         INTEGER NOT NULL DEFAULT 1,
+      content         {T} NOT NULL,
+      subject         {T} NOT NULL,
+      scope_kind      {T} NOT NULL CHECK (scope_kind IN ('agent','user','project','org')),
+      scope_id        {T} NOT NULL,
+      source_kind     {T} NOT NULL CHECK (source_kind IN
+                        ('user_statement','system','tool_result','session_summary','agent_inference')),
+      source_ref      {T},
+      creator_agent_id {T} NOT NULL,
+      evidence        {T},
+      created_at      {T} NOT NULL,
+      event_at        {T} NOT NULL,
+      expires_at      {T},
+      valid_from      {T},
+      valid_until     {T},
+      confidence      DOUBLE PRECISION NOT NULL,
+      status          {T} NOT NULL CHECK (status IN
+                        ('provisional','confirmed','superseded','expired','deleted')),
+      supersedes_id   {T} REFERENCES records(id),
+      reinforcements  INTEGER NOT NULL DEFAULT 0,
+      last_reinforced_at {T},
+      tags            {T} NOT NULL DEFAULT '[]',
+      subject_entity_id {T} REFERENCES entities(id),
+      attribute       {T},
+      index_version   BIGINT NOT NULL DEFAULT 0,
+      review_at       {T},
+      review_flagged_at {T},
+      source_origin   {T}
+    )""",
+    "CREATE INDEX records_scope ON records(scope_kind, scope_id, status)",
+    "CREATE INDEX records_event ON records(type, event_at)",
+    "CREATE INDEX records_subject ON records(scope_kind, scope_id, subject_entity_id, attribute, status)",
+    "CREATE INDEX records_index_version ON records(index_version)",
+    "CREATE INDEX records_temporal_review ON records(review_at, review_flagged_at, status)",
+    "CREATE INDEX records_short_id ON records(right(id, 12))",
+    """CREATE UNIQUE INDEX records_live_summary ON records(source_origin)
+       WHERE source_kind = 'session_summary' AND status IN ('provisional','confirmed')""",
+    "CREATE INDEX records_source_origin ON records(source_origin)",
+    f"""CREATE TABLE record_conflicts (
+      record_id   {T} NOT NULL REFERENCES records(id),
+      other_id    {T} NOT NULL REFERENCES records(id),
+      noted_at    {T} NOT NULL,
+      PRIMARY KEY (record_id, other_id)
+    )""",
+    f"""CREATE TABLE embeddings (
+      record_id   {T} PRIMARY KEY REFERENCES records(id),
+      model       {T} NOT NULL,
+      version     {T} NOT NULL,
+      dims        INTEGER NOT NULL,
+      vector      BYTEA NOT NULL,
+      index_version BIGINT NOT NULL DEFAULT 0
+    )""",
+    "CREATE INDEX embeddings_index_version ON embeddings(index_version)",
+    # The lexical index: each row's text and, filled in before its transaction commits, the
+    # tokens SQLite's unicode61 tokenizer would index (retold.retrieve.lexical.fts_tokens) per
+    # column, and one records_terms row per distinct token (the inverted list BM25 reads).
+    f"""CREATE TABLE records_fts (
+      rowid       BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+      record_id   {T} NOT NULL,
+      content     {T} NOT NULL DEFAULT '',
+      subject     {T} NOT NULL DEFAULT '',
+      aliases     {T} NOT NULL DEFAULT '',
+      content_tokens TEXT[] COLLATE "C",
+      subject_tokens TEXT[] COLLATE "C",
+      alias_tokens TEXT[] COLLATE "C",
+      ntokens     INTEGER NOT NULL DEFAULT 0,
+      tokenized   BOOLEAN NOT NULL DEFAULT false
+    )""",
+    "CREATE INDEX records_fts_record ON records_fts(record_id)",
+    "CREATE INDEX records_fts_pending ON records_fts(rowid) WHERE NOT tokenized",
+    """CREATE OR REPLACE FUNCTION retold_fts_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+       BEGIN
+         IF TG_OP = 'INSERT' OR NEW.content IS DISTINCT FROM OLD.content
+            OR NEW.subject IS DISTINCT FROM OLD.subject OR NEW.aliases IS DISTINCT FROM OLD.aliases THEN
+           NEW.tokenized := false;
+         END IF;
+         RETURN NEW;
+       END $$""",
+    """CREATE TRIGGER records_fts_changed BEFORE INSERT OR UPDATE ON records_fts
+       FOR EACH ROW EXECUTE FUNCTION retold_fts_changed()""",
+    f"""CREATE TABLE records_terms (
+      term        {T} NOT NULL,
+      fts_rowid   BIGINT NOT NULL REFERENCES records_fts(rowid) ON DELETE CASCADE,
+      record_id   {T} NOT NULL,
+      PRIMARY KEY (term, fts_rowid)
+    )""",
+    "CREATE INDEX records_terms_row ON records_terms(fts_rowid)",
+    f"""CREATE TABLE entity_aliases (
+      rowid       BIGINT GENERATED ALWAYS AS IDENTITY,
+      entity_id   {T} NOT NULL REFERENCES entities(id),
+      alias_norm  {T} NOT NULL,
+      scope_kind  {T},
+      scope_id    {T},
+      origin_user {T},
+      PRIMARY KEY (entity_id, alias_norm)
+    )""",
+    "CREATE INDEX entity_aliases_lookup ON entity_aliases(alias_norm)",
+    f"""CREATE TABLE record_entities (
+      rowid       BIGINT GENERATED ALWAYS AS IDENTITY,
+      record_id   {T} NOT NULL REFERENCES records(id),
+      entity_id   {T} NOT NULL REFERENCES entities(id),
+      role        {T} NOT NULL DEFAULT 'about' CHECK (role IN ('about','mentions')),
+      PRIMARY KEY (record_id, entity_id)
+    )""",
+    "CREATE INDEX record_entities_by_entity ON record_entities(entity_id)",
+    f"""CREATE TABLE grants (
+      agent_id    {T} NOT NULL,
+      scope_kind  {T} NOT NULL,
+      scope_id    {T} NOT NULL,
+      can_read    INTEGER NOT NULL DEFAULT 1,
+      can_write   INTEGER NOT NULL DEFAULT 0,
+      PRIMARY KEY (agent_id, scope_kind, scope_id)
+    )""",
+    f"""CREATE TABLE sessions (
+      id          {T} NOT NULL,
+      agent_id    {T} NOT NULL,
+      user_id     {T} NOT NULL,
+      project_id  {T},
+      started_at  {T} NOT NULL,
+      ended_at    {T},
+      extraction_started_at {T},
+      extracted_at {T},
+      PRIMARY KEY (agent_id, user_id, id)
+    )""",
+    "CREATE INDEX sessions_user ON sessions(user_id)",
+    f"""CREATE TABLE session_turns (
+      agent_id    {T} NOT NULL,
+      user_id     {T} NOT NULL,
+      session_id  {T} NOT NULL,
+      turn        INTEGER NOT NULL,
+      role        {T} NOT NULL CHECK (role IN ('user','assistant','tool')),
+      content     {T} NOT NULL,
+      at          {T} NOT NULL,
+      PRIMARY KEY (agent_id, user_id, session_id, turn),
+      FOREIGN KEY (agent_id, user_id, session_id) REFERENCES sessions(agent_id, user_id, id)
+    )""",
+    f"""CREATE TABLE events (
+      id          {T} PRIMARY KEY,
+      at          {T} NOT NULL,
+      kind        {T} NOT NULL,
+      actor       {T} NOT NULL,
+      record_id   {T},
+      entity_id   {T},
+      payload     {T} NOT NULL
+    )""",
+    "CREATE INDEX events_record ON events(record_id)",
+    "CREATE INDEX events_entity ON events(entity_id)",
+    f"""CREATE TABLE search_log (
+      id            {T} PRIMARY KEY,
+      at            {T} NOT NULL,
+      agent_id      {T} NOT NULL,
+      user_id       {T} NOT NULL,
+      session_id    {T},
+      request       {T} NOT NULL,
+      context       {T},
+      rewrite_status {T} NOT NULL,
+      rewritten_queries {T},
+      readable_scopes {T} NOT NULL,
+      dense         {T} NOT NULL,
+      lexical       {T} NOT NULL,
+      entity        {T} NOT NULL,
+      fused         {T} NOT NULL,
+      freshness     {T} NOT NULL,
+      gated_out     {T} NOT NULL,
+      deduped_out   {T} NOT NULL,
+      reranked      {T},
+      budget_out    {T} NOT NULL,
+      returned      {T} NOT NULL,
+      explanations  {T} NOT NULL,
+      config_flags  {T} NOT NULL,
+      warm          INTEGER NOT NULL,
+      timings_ms    {T} NOT NULL,
+      trigger       {T} NOT NULL DEFAULT 'tool',
+      reranked_out  {T} NOT NULL DEFAULT '[]',
+      rerank_status {T} NOT NULL DEFAULT 'disabled',
+      rerank_error  {T}
+    )""",
+    "CREATE INDEX search_log_user ON search_log(user_id, at)",
+    f"""CREATE TABLE migration_issues (
+      migration_version INTEGER NOT NULL,
+      record_id   {T} NOT NULL REFERENCES records(id),
+      issue       {T} NOT NULL,
+      resolution  {T} CHECK (resolution IN ('expired','acknowledged')),
+      resolved_at {T},
+      resolved_by {T},
+      PRIMARY KEY (migration_version, record_id)
+    )""",
+    f"CREATE TABLE store_meta (key {T} PRIMARY KEY, value BIGINT NOT NULL)",
+    "INSERT INTO store_meta(key, value) VALUES ('records_version', 0)",
+    f"""CREATE TABLE record_sources (
+      rowid       BIGINT GENERATED ALWAYS AS IDENTITY,
+      record_id   {T} NOT NULL REFERENCES records(id),
+      origin      {T} NOT NULL,
+      source_kind {T} NOT NULL CHECK (source_kind IN
+                    ('user_statement','system','tool_result','session_summary','agent_inference')),
+      source_ref  {T},
+      agent_id    {T} NOT NULL,
+      user_id     {T},
+      session_id  {T},
+      evidence    {T},
+      content     {T} NOT NULL,
+      added_at    {T} NOT NULL,
+      counted     INTEGER NOT NULL DEFAULT 1,
+      PRIMARY KEY (record_id, origin)
+    )""",
+    "CREATE INDEX record_sources_user ON record_sources(user_id)",
+    "CREATE INDEX record_sources_session ON record_sources(agent_id, user_id, session_id)",
+    "CREATE INDEX record_sources_origin ON record_sources(origin)",
+)
+
+BASELINE = 7
+"""The version a new PostgreSQL database starts at (the schema above); later ones are migrations."""
+
+
+async def current_version(db: PgDatabase) -> int:
+    if not await db.fetchval("SELECT to_regclass('schema_migrations') IS NOT NULL"):
+        return 0
+    return int(await db.fetchval("SELECT coalesce(max(version), 0) FROM schema_migrations"))
+
+
+async def migrate(db: PgDatabase) -> list[int]:
+    """Create the schema on a new database (at most once across processes); return versions applied."""
+    if LATEST_VERSION != BASELINE:  # pragma: no cover - a reminder for the next migration's author
+        raise SchemaVersionError(
+            f"the PostgreSQL schema is at version {BASELINE}, SQLite's at {LATEST_VERSION}: "
+            "write the new migration for retold/store/postgres/schema.py too"
+        )
+    version = await current_version(db)
+    if version > LATEST_VERSION:
+        raise SchemaVersionError(
+            f"{db.path} is at schema version {version}, newer than this retold understands "
+            f"({LATEST_VERSION}); upgrade retold to open it"
+        )
+    if version == LATEST_VERSION:
+        return []
+    async with db.transaction():
+        await db.fetchval(f"SELECT pg_advisory_xact_lock({SCHEMA_LOCK})")
+        if await current_version(db) >= BASELINE:  # another process created it meanwhile
+            return []
+        for ddl in (*_FUNCTIONS, *_TABLES):
+            await db.run_raw(ddl)
+        now = format_ts(SystemClock().now())
+        for migration in MIGRATIONS:
+            await db.execute(
+                "INSERT INTO schema_migrations(version, name, applied_at) VALUES (?, ?, ?)",
+                (migration.version, migration.name, now),
+            )
+    return [m.version for m in MIGRATIONS]

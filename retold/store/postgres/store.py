@@ -1,0 +1,320 @@
+"""The Store on PostgreSQL: SQLite's store with the few parts the engines do differently.
+
+Everything that is plain SQL is inherited from :class:`retold.store.store.Store` and runs
+through :class:`~retold.store.postgres.database.PgDatabase`. Overridden here:
+
+* **The lexical index.** FTS5 does not exist; ``records_fts`` is a table whose rows are
+  tokenized in Python by the very tokenizer the query side uses
+  (:func:`retold.retrieve.lexical.fts_tokens`, a replica of FTS5's ``unicode61
+  remove_diacritics 2``) just before the writing transaction commits, with one
+  ``records_terms`` row per distinct token. A search scores candidates with FTS5's own
+  ``bm25()`` formula (same k1, b, column weights, IDF floor), and its statistics — N,
+  average length, document frequencies, the vocabulary variant expansion reads — come
+  from the searcher's readable scopes only, as on SQLite. Same tokens, same formula, same
+  statistics: the lexical channel ranks as it does on SQLite.
+* Catalogue reads (tables, integrity) that SQLite answers from ``sqlite_master`` and PRAGMAs.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+from retold.errors import StoreError
+from retold.models import Scope
+from retold.store.postgres.dialect import translate
+from retold.store.rows import scope_clause
+from retold.store.search import LexicalIndex, TermStatistics, _Vocabulary
+from retold.store.store import Store
+
+__all__ = ["PgStore"]
+
+# FTS5's bm25() constants and retold's column weights (content, subject, aliases).
+_K1 = 1.2
+_B = 0.75
+_WEIGHTS = (1.0, 2.0, 3.0)
+_ERASURE_TABLES = (
+    "records", "records_fts", "records_terms", "record_sources", "record_entities", "embeddings",
+    "entities", "entity_aliases", "events", "search_log", "session_turns", "sessions", "record_conflicts",
+)  # fmt: skip
+_PHRASE = re.compile(r'"((?:[^"]|"")*)"')
+
+
+def _phrases(match: str) -> list[tuple[str, ...]]:
+    """The phrases of an expression built by ``retrieve.lexical.fts_query`` (quoted, OR-joined)."""
+    phrases: dict[tuple[str, ...], None] = {}
+    for quoted in _PHRASE.findall(match):
+        tokens = tuple(quoted.replace('""', '"').split())
+        if tokens:
+            phrases.setdefault(tokens, None)
+    return list(phrases)
+
+
+def _occurrences(tokens: Sequence[str], phrase: tuple[str, ...]) -> int:
+    n = len(phrase)
+    if n == 1:
+        return sum(1 for t in tokens if t == phrase[0])
+    return sum(1 for i in range(len(tokens) - n + 1) if tuple(tokens[i : i + n]) == phrase)
+
+
+class PgStore(Store):
+    """:class:`Store` on PostgreSQL (open with ``Store.open("postgresql://…")``)."""
+
+    # --- writing the lexical index -----------------------------------------------------------
+
+    async def _write_fts(self, record_id: str, *, fresh: bool = False) -> None:
+        await super()._write_fts(record_id, fresh=fresh)
+        self.db.before_commit("tokenize", self._tokenize_pending)
+
+    async def _bump(self) -> int:
+        self.db.before_commit("tokenize", self._tokenize_pending)
+        return await super()._bump()
+
+    async def _tokenize_pending(self) -> None:
+        """Tokenize every ``records_fts`` row written or changed in this transaction."""
+        from retold.retrieve.lexical import fts_tokens
+
+        while True:
+            rows = await self.db.fetchall(
+                """SELECT rowid, record_id, content, subject, aliases FROM records_fts
+                    WHERE NOT tokenized LIMIT 500"""
+            )
+            if not rows:
+                return
+            updates = []
+            terms = []
+            for rowid, record_id, content, subject, aliases in rows:
+                columns = [list(fts_tokens(text or "")) for text in (content, subject, aliases)]
+                updates.append((*columns, sum(len(c) for c in columns), rowid))
+                terms.extend((term, rowid, record_id) for term in sorted({t for c in columns for t in c}))
+            await self.db.executemany(
+                "DELETE FROM records_terms WHERE fts_rowid = ?", [(r[0],) for r in rows]
+            )
+            await self.db.executemany(
+                """UPDATE records_fts SET content_tokens = ?, subject_tokens = ?, alias_tokens = ?,
+                          ntokens = ?, tokenized = true WHERE rowid = ?""",
+                updates,
+            )
+            if terms:
+                await self.db.executemany(
+                    "INSERT INTO records_terms(term, fts_rowid, record_id) VALUES (?, ?, ?)", terms
+                )
+
+    # --- the index a search reads ------------------------------------------------------------
+
+    @asynccontextmanager
+    async def lexical_index(self, scopes: Sequence[Scope]) -> AsyncIterator[LexicalIndex]:
+        """The statistics of the searcher's readable rows (N and total length), cached per state."""
+        key = tuple(sorted(set(scopes), key=lambda s: (s.kind, s.id)))
+        if self.db.in_transaction:  # the writer's own uncommitted rows are searchable too
+            await self._tokenize_pending()
+        cache: dict[tuple[Any, ...], LexicalIndex] = self.__dict__.setdefault("_pg_lexical", {})
+        version = await self.records_version()
+        index = None if self.db.in_transaction else cache.get((version, key))
+        if index is None:
+            scope_sql, params = scope_clause(key, "r.")
+            row = await self.db.fetchone(
+                f"""SELECT count(*), coalesce(sum(f.ntokens), 0) FROM records_fts f
+                      JOIN records r ON r.id = f.record_id WHERE {scope_sql}""",
+                params,
+            )
+            assert row is not None
+            index = LexicalIndex(
+                "records_fts", "public", int(row[0]), shared=False, scopes=key, tokens=int(row[1])
+            )
+            if not self.db.in_transaction:
+                if len(cache) > 64:
+                    cache.clear()
+                cache[(version, key)] = index
+        yield index
+
+    def forget_lexical_caches(self) -> None:
+        self.__dict__.get("_pg_lexical", {}).clear()
+
+    async def _scoped_terms(self, index: LexicalIndex) -> tuple[str, list[Any]]:
+        scope_sql, params = scope_clause(index.scopes, "r.")
+        return f"JOIN records r ON r.id = v.record_id WHERE {scope_sql}", list(params)
+
+    async def term_statistics(
+        self, tokens: Sequence[str], stems: Sequence[str] = (), *, index: LexicalIndex, limit: int = 256
+    ) -> TermStatistics:
+        """Document counts and stem ranges of the readable rows' vocabulary (``records_terms``)."""
+        cache: _Vocabulary = index.vocabulary
+        where, params = await self._scoped_terms(index)
+        for stem in dict.fromkeys(stems):
+            if stem in cache.variants:
+                continue
+            rows = await self.db.fetchall(
+                f"""SELECT v.term, count(*) FROM records_terms v {where}
+                       AND v.term >= ? AND v.term < ? GROUP BY v.term ORDER BY v.term LIMIT ?""",
+                (*params, stem, stem + "\U0010ffff", limit),
+            )
+            cache.variants[stem] = [(r[0], int(r[1])) for r in rows]
+            for term, n in cache.variants[stem]:
+                cache.counts[term] = n
+        missing = [t for t in dict.fromkeys(tokens) if t not in cache.counts]
+        if missing:
+            marks = ", ".join("?" for _ in missing)
+            rows = await self.db.fetchall(
+                f"""SELECT v.term, count(*) FROM records_terms v {where}
+                       AND v.term IN ({marks}) GROUP BY v.term""",
+                (*params, *missing),
+            )
+            found = {r[0]: int(r[1]) for r in rows}
+            for term in missing:
+                cache.counts[term] = found.get(term, 0)
+        return TermStatistics(
+            index.rows,
+            {t: cache.counts.get(t, 0) for t in tokens},
+            {s: cache.variants.get(s, []) for s in stems},
+        )
+
+    # --- BM25 ----------------------------------------------------------------------------------
+
+    async def fts_search(
+        self, match: str, eligible: Iterable[str], k: int, *, index: LexicalIndex | None = None
+    ) -> list[tuple[str, float, str, str, str]]:
+        """The best ``k`` eligible rows by FTS5's ``bm25()``, computed over the readable rows."""
+        phrases = _phrases(match) if match else []
+        if not phrases or k <= 0:
+            return []
+        if index is None:
+            async with self.lexical_index(await self._all_scopes()) as whole:
+                index = whole
+        total, length = index.rows, index.tokens
+        if total == 0:
+            return []
+        where, params = await self._scoped_terms(index)
+        words = sorted({t for p in phrases for t in p})
+        marks = ", ".join("?" for _ in words)
+        # Every readable row holding any word: candidates, and what document frequencies need.
+        rows = await self.db.fetchall(
+            f"""SELECT f.record_id, f.content, f.subject, f.aliases, f.content_tokens, f.subject_tokens,
+                       f.alias_tokens, f.ntokens
+                  FROM records_fts f
+                 WHERE f.rowid IN (SELECT DISTINCT v.fts_rowid FROM records_terms v {where}
+                                     AND v.term IN ({marks}))""",
+            (*params, *words),
+        )
+        frequencies: list[tuple[Any, list[list[int]]]] = []
+        hits = [0] * len(phrases)
+        for row in rows:
+            columns = [row[4] or [], row[5] or [], row[6] or []]
+            per_phrase = [[_occurrences(c, p) for c in columns] for p in phrases]
+            if not any(any(f) for f in per_phrase):
+                continue
+            for i, f in enumerate(per_phrase):
+                if any(f):
+                    hits[i] += 1
+            frequencies.append((row, per_phrase))
+        idf = []
+        for n in hits:
+            value = math.log((total - n + 0.5) / (n + 0.5))
+            idf.append(value if value > 0 else 1e-6)
+        average = length / total if total else 1.0
+        allowed = self._eligible_subset([row[0] for row, _ in frequencies], eligible)
+        scored = []
+        for row, per_phrase in frequencies:
+            if row[0] not in allowed:
+                continue
+            size = row[7] or 0
+            score = 0.0
+            for i, f in enumerate(per_phrase):
+                weighted = sum(w * n for w, n in zip(_WEIGHTS, f, strict=True))
+                score += idf[i] * weighted * (_K1 + 1) / (weighted + _K1 * (1 - _B + _B * size / average))
+            scored.append((row[0], score, row[1] or "", row[2] or "", row[3] or ""))
+        scored.sort(key=lambda r: (-r[1], r[0]))
+        return scored[:k]
+
+    @staticmethod
+    def _eligible_subset(ids: list[str], eligible: Iterable[str]) -> set[str]:
+        wanted = eligible if isinstance(eligible, set | frozenset) else set(eligible)
+        return {i for i in ids if i in wanted}
+
+    async def _all_scopes(self) -> list[Scope]:
+        rows = await self.db.fetchall("SELECT DISTINCT scope_kind, scope_id FROM records")
+        return [Scope(r[0], r[1]) for r in rows]
+
+    def _fetch_sync(self, sql: str, params: list[Any]) -> list[Any]:
+        """One read on a short-lived connection of its own, for callers that cannot await."""
+        import psycopg
+
+        from retold.store.postgres.database import _params, _row_factory, translate_error
+
+        try:
+            with psycopg.connect(self.db.url, autocommit=True, connect_timeout=5) as conn:
+                conn.read_only = True
+                with conn.cursor(row_factory=_row_factory) as cursor:
+                    cursor.execute(translate(sql), _params(params))
+                    return cursor.fetchall()
+        except psycopg.Error as exc:
+            raise translate_error(exc, sql, self.db.busy_timeout_s) from exc
+
+    # --- integrity and erasure --------------------------------------------------------------------
+
+    async def sqlite_integrity(self) -> list[str]:
+        """The lexical index's own check (the counterpart of FTS5's ``integrity-check``)."""
+        problems = []
+        pending = int(await self.db.fetchval("SELECT count(*) FROM records_fts WHERE NOT tokenized"))
+        if pending:
+            problems.append(f"records_fts has {pending} committed row(s) that were never tokenized")
+        mismatched = int(
+            await self.db.fetchval(
+                """SELECT count(*) FROM records_fts f
+                    WHERE f.tokenized AND (SELECT count(*) FROM records_terms v WHERE v.fts_rowid = f.rowid)
+                          != (SELECT count(DISTINCT t) FROM unnest(coalesce(f.content_tokens, '{}')
+                               || coalesce(f.subject_tokens, '{}') || coalesce(f.alias_tokens, '{}')) t)"""
+            )
+        )
+        if mismatched:
+            problems.append(
+                f"records_fts index does not match its rows ({mismatched} row(s) with other terms)"
+            )
+        return problems
+
+    async def rebuild_fts_index(self) -> None:
+        """Tokenize every lexical row afresh and rewrite its terms."""
+        async with self.db.transaction():
+            await self.db.execute("UPDATE records_fts SET tokenized = false")
+            await self._tokenize_pending()
+
+    async def compact(self) -> bool:
+        """Rewrite the tables an erasure touched so deleted text leaves their files.
+
+        ``VACUUM FULL`` rewrites each table and its indexes without the dead row versions
+        (plain ``VACUUM`` only marks their space reusable). PostgreSQL's WAL, its archive,
+        replicas and backups still hold the old text until they recycle: docs/reliability.md
+        says what an operator must do. Returns False when a table could not be rewritten
+        (another session held a lock past the busy timeout).
+        """
+        done = True
+        for table in _ERASURE_TABLES:
+            try:
+                await self.db.vacuum(table)
+            except StoreError:
+                done = False
+        return done
+
+    async def truncate_wal(self) -> bool:
+        """PostgreSQL recycles its WAL itself after each checkpoint; nothing to do here."""
+        return True
+
+    async def backup_to(self, target: Any) -> Any:
+        """Refused: a snapshot is one SQLite file; PostgreSQL has its own tools for this."""
+        raise StoreError(
+            "snapshots are SQLite files; back up a PostgreSQL store with pg_dump (or pg_basebackup "
+            "with WAL archiving for point-in-time recovery)"
+        )
+
+    # --- catalogue -------------------------------------------------------------------------------
+
+    async def tables(self) -> list[str]:
+        return list(
+            await self.db.fetch_column(
+                """SELECT tablename FROM pg_tables WHERE schemaname = current_schema()
+                    AND tablename != 'records_terms' ORDER BY tablename"""
+            )
+        )

@@ -1,0 +1,194 @@
+"""The PostgreSQL backend against a real server (tests/postgres_server.py): what SQLite's
+tests cannot say for it — its schema, its locks across processes, erasure in its files.
+
+The store's own behaviour runs on both backends through the unit suite (tests/unit/conftest.py
+parametrizes every test that opens a store); these are the PostgreSQL-only facts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+
+import retold
+from retold.errors import SchemaVersionError, StoreError
+from retold.models import Principal, Scope
+from retold.store import Store
+from retold.store.migrations import LATEST_VERSION
+from retold.store.postgres.database import WRITE_LOCK
+from retold.testing import FakeEmbedder, FakeJudge
+from tests.postgres_server import fresh_database, server_url
+
+ROOT = Path(__file__).resolve().parents[2]
+USER = Scope("user", "u1")
+
+pytestmark = pytest.mark.integration
+
+
+def new_empty_database() -> str:
+    """A database with no schema at all (not cloned from the migrated template)."""
+    url = fresh_database("empty")
+    name = url.split("/")[3].split("?")[0]
+    with psycopg.connect(server_url("postgres"), autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE {name}")
+        conn.execute(f"CREATE DATABASE {name}")
+    return url
+
+
+async def test_the_schema_has_sqlites_tables_and_columns(tmp_path: Path) -> None:
+    lite = await Store.open(tmp_path / "m.sqlite")
+    pg = await Store.open(fresh_database())
+    try:
+        assert await pg.schema_version() == await lite.schema_version() == LATEST_VERSION
+        assert await pg.tables() == await lite.tables()
+        for table in await lite.tables():
+            lite_columns = {r[1] for r in await lite.db.fetchall(f"PRAGMA table_info({table})")}
+            pg_columns = set(
+                await pg.db.fetch_column(
+                    "SELECT column_name FROM information_schema.columns WHERE table_name = ?", (table,)
+                )
+            )
+            extra = {"rowid", "content_tokens", "subject_tokens", "alias_tokens", "ntokens", "tokenized"}
+            assert lite_columns == pg_columns - extra, table
+    finally:
+        await lite.close()
+        await pg.close()
+
+
+async def test_reopening_applies_nothing_and_a_newer_schema_refuses_to_open() -> None:
+    url = fresh_database()
+    store = await Store.open(url)
+    applied = await store.db.fetch_column("SELECT version FROM schema_migrations ORDER BY version")
+    await store.close()
+    assert applied == list(range(1, LATEST_VERSION + 1))
+    again = await Store.open(url)
+    assert await again.db.fetch_column("SELECT version FROM schema_migrations ORDER BY version") == applied
+    await again.db.execute_atomic(
+        "INSERT INTO schema_migrations(version, name, applied_at) VALUES (99, 'future', 'x')"
+    )
+    await again.close()
+    with pytest.raises(SchemaVersionError, match="newer"):
+        await Store.open(url)
+
+
+def test_two_processes_creating_a_fresh_database_at_once_create_it_once() -> None:
+    url = new_empty_database()
+    script = textwrap.dedent(
+        f"""
+        import asyncio
+        from retold.store import Store
+        async def main():
+            store = await Store.open({url!r})
+            print(await store.schema_version())
+            await store.close()
+        asyncio.run(main())
+        """
+    )
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", script], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        for _ in range(3)
+    ]
+    outputs = [p.communicate(timeout=120) for p in procs]
+    for proc, (out, err) in zip(procs, outputs, strict=True):
+        assert proc.returncode == 0, err.decode()
+        assert out.decode().strip() == str(LATEST_VERSION)
+    with psycopg.connect(url) as conn:
+        versions = [r[0] for r in conn.execute("SELECT version FROM schema_migrations ORDER BY version")]
+    assert versions == list(range(1, LATEST_VERSION + 1))
+
+
+async def test_a_write_cancelled_while_another_session_holds_the_write_lock_leaves_the_store_usable() -> None:
+    url = fresh_database()
+    async with retold.open_runtime(url, embedder=FakeEmbedder(64), judge=FakeJudge()) as rt:
+        await rt.host.grant("planner", USER, read=True, write=True)
+        p = Principal("planner", "u1", "s1")
+        other = psycopg.connect(url)
+        try:
+            other.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))  # another host's writer
+            call = {"type": "semantic", "content": "The user prefers tea.", "attribute": "drink"}
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(rt.tools.call(p, "memory_write", call), timeout=0.5)
+            other.rollback()
+            result = await asyncio.wait_for(rt.tools.call(p, "memory_write", call), timeout=30)
+            assert result["ok"], result
+            found = await rt.tools.call(p, "memory_search", {"queries": ["tea"]})
+            assert [r["record_id"] for r in found["results"]] == [result["record_id"]]
+            assert (await rt.ops.check()).clean
+        finally:
+            other.close()
+
+
+async def test_writers_queue_on_the_lock_until_the_busy_timeout_then_get_a_named_error() -> None:
+    url = fresh_database()
+    store = await Store.open(url, busy_timeout_s=1)
+    other = psycopg.connect(url)
+    try:
+        other.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+        started = time.monotonic()
+        with pytest.raises(StoreError, match="locked by another writer"):
+            await store.append_event("record.created", "planner")
+        assert 0.8 < time.monotonic() - started < 10
+        other.rollback()
+        await store.append_event("record.created", "planner")  # usable again
+    finally:
+        other.close()
+        await store.close()
+
+
+async def test_tools_registered_synchronously_read_grants_on_postgresql() -> None:
+    url = fresh_database()
+    async with retold.open_runtime(url, embedder=FakeEmbedder(64), judge=FakeJudge()) as rt:
+        await rt.host.grant("planner", USER, read=True, write=True)
+        schemas = await asyncio.to_thread(rt.tools.tool_schemas, Principal("planner", "u1", "s1"))
+        write = next(s for s in schemas if s["name"] == "memory_write")
+        assert "personal" in write["input_schema"]["properties"]["write_target"]["enum"]
+
+
+async def table_files_holding(store: Store, marker: str) -> list[str]:
+    """The relation files of the store's tables and indexes that hold ``marker``, after a checkpoint."""
+    await store.db.execute("CHECKPOINT")  # shared buffers reach the files
+    files = await store.db.fetch_column(
+        """SELECT pg_relation_filepath(c.oid) FROM pg_class c
+            WHERE c.relkind IN ('r', 'i', 't') AND pg_relation_filepath(c.oid) IS NOT NULL
+              AND c.relnamespace = 'public'::regnamespace"""
+    )
+    data_dir = Path(str(await store.db.fetchval("SHOW data_directory")))
+
+    def scan() -> list[str]:
+        holding = []
+        for name in files:
+            for segment in sorted(data_dir.glob(f"{name}*")):  # the main fork and any 1 GB segments
+                if marker.encode() in segment.read_bytes():
+                    holding.append(name)
+                    break
+        return holding
+
+    return await asyncio.to_thread(scan)
+
+
+async def test_erasure_rewrites_the_table_files_without_the_erased_text() -> None:
+    url = fresh_database()
+    marker = "zqxerasemarker"
+    async with retold.open_runtime(url, embedder=FakeEmbedder(64), judge=FakeJudge()) as rt:
+        await rt.host.grant("planner", USER, read=True, write=True)
+        p = Principal("planner", "u1", "s1")
+        written = await rt.tools.call(
+            p,
+            "memory_write",
+            {"type": "semantic", "content": f"The code word is {marker}.", "attribute": "code"},
+        )
+        assert written["ok"], written
+        await rt.tools.call(p, "memory_search", {"queries": [marker]})
+        assert await table_files_holding(rt.store, marker)  # the control: the text is in the files
+        report = await rt.ops.erase(record=written["record_id"], reason="asked")
+        assert report.applied
+        assert await table_files_holding(rt.store, marker) == []
