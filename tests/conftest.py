@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +18,53 @@ for _key, _value in {
     "TRANSFORMERS_OFFLINE": "1",
 }.items():
     os.environ.setdefault(_key, _value)
+
+
+def _backends() -> list[str]:
+    """``RETOLD_TEST_BACKENDS=sqlite,postgresql`` (default: both) picks what ``store_path`` opens."""
+    return [
+        b.strip() for b in os.environ.get("RETOLD_TEST_BACKENDS", "sqlite,postgresql").split(",") if b.strip()
+    ]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Every test that opens a store (``store``, ``store_path``, ``world``) runs on each backend.
+
+    ``@pytest.mark.sqlite_only(reason)`` keeps a test of SQLite's own machinery on SQLite.
+    """
+    if "backend" not in metafunc.fixturenames:
+        return
+    backends = _backends()
+    marker = metafunc.definition.get_closest_marker("sqlite_only")
+    if marker is not None:
+        if not marker.args:
+            raise pytest.UsageError(f"{metafunc.definition.nodeid}: sqlite_only needs a reason")
+        backends = [b for b in backends if b == "sqlite"] or ["sqlite"]
+    metafunc.parametrize("backend", backends, indirect=True)
+
+
+@pytest.fixture
+def backend(request: pytest.FixtureRequest) -> str:
+    """The store backend a conformance test runs on (see :func:`pytest_generate_tests`)."""
+    return str(request.param)
+
+
+@pytest.fixture
+def store_location(tmp_path: Path, backend: str) -> Callable[[str], Path | str]:
+    """``store_location("name.sqlite")``: a new store location on this test's backend.
+
+    A SQLite file under ``tmp_path``, or the URL of a fresh PostgreSQL database (the name
+    is ignored there: every call gives a database of its own).
+    """
+
+    def location(name: str) -> Path | str:
+        if backend == "postgresql":
+            from tests.postgres_server import fresh_database
+
+            return fresh_database()
+        return tmp_path / name
+
+    return location
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

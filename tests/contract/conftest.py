@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -19,8 +19,10 @@ def memory_config() -> Config | None:
 
 
 @pytest.fixture
-async def memory(tmp_path: Path, memory_config: Config | None) -> AsyncIterator[Memory]:
-    """A runtime on fakes (see :func:`open_memory`), closed after the test whatever its outcome."""
-    m = await open_memory(tmp_path / "memory.sqlite", memory_config)
+async def memory(
+    store_location: Callable[[str], Path | str], memory_config: Config | None
+) -> AsyncIterator[Memory]:
+    """A runtime on fakes (see :func:`open_memory`) on each backend, closed after the test."""
+    m = await open_memory(store_location("memory.sqlite"), memory_config)
     yield m
     await m.rt.close()

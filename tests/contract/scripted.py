@@ -92,7 +92,7 @@ class Memory:
         return [dict(r) for r in rows]
 
 
-async def open_memory(path: Path, config: Config | None = None, *, extractor: Any = None) -> Memory:
+async def open_memory(path: Path | str, config: Config | None = None, *, extractor: Any = None) -> Memory:
     """A runtime on fakes with user u1 ("Aditya") provisioned and planner granted read-write."""
     clock = FakeClock()
     judge = FakeJudge()

@@ -127,8 +127,10 @@ def via_nodes(m: Memory, model: ScriptedChatModel, mode: str = "hybrid") -> tupl
 ADAPTERS = {"middleware": via_middleware, "deepagents": via_deepagents, "nodes": via_nodes}
 
 
-async def converse(tmp_path: Path, name: str) -> tuple[list[tuple[Any, ...]], ScriptedChatModel, Memory]:
-    m = await open_memory(tmp_path / f"{name}.sqlite")
+async def converse(
+    location: Path | str, name: str
+) -> tuple[list[tuple[Any, ...]], ScriptedChatModel, Memory]:
+    m = await open_memory(location)
     m.judge.table[(OLD, NEW)] = "contradicts"
     model = script()
     ask, end = ADAPTERS[name](m, model)
@@ -145,8 +147,9 @@ async def converse(tmp_path: Path, name: str) -> tuple[list[tuple[Any, ...]], Sc
 
 
 @pytest.mark.parametrize("name", list(ADAPTERS))
-async def test_the_scripted_conversation_through_each_adapter(tmp_path: Path, name: str) -> None:
-    records, model, m = await converse(tmp_path, name)
+async def test_the_scripted_conversation_through_each_adapter(store_location: Any, name: str) -> None:
+    """On each backend: the same conversation leaves the same records through every adapter."""
+    records, model, m = await converse(store_location(f"{name}.sqlite"), name)
     try:
         old_quote, new_quote = (
             "I prefer concise answers without preamble",
@@ -172,10 +175,10 @@ async def test_the_scripted_conversation_through_each_adapter(tmp_path: Path, na
         await m.rt.close()
 
 
-async def test_the_langgraph_adapters_agree_in_hybrid_mode(tmp_path: Path) -> None:
+async def test_the_langgraph_adapters_agree_in_hybrid_mode(store_location: Any) -> None:
     results = {}
     for name in ADAPTERS:
-        records, _, m = await converse(tmp_path, name)
+        records, _, m = await converse(store_location(f"{name}.sqlite"), name)
         await m.rt.close()
         results[name] = records
     assert results["middleware"] == results["deepagents"] == results["nodes"]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -27,43 +26,10 @@ def config() -> Config:
     return Config()
 
 
-def _backends() -> list[str]:
-    """``RETOLD_TEST_BACKENDS=sqlite,postgresql`` (default: both) picks what ``store_path`` opens."""
-    return [
-        b.strip() for b in os.environ.get("RETOLD_TEST_BACKENDS", "sqlite,postgresql").split(",") if b.strip()
-    ]
-
-
-def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Every test that opens a store (``store``, ``store_path``, ``world``) runs on each backend.
-
-    ``@pytest.mark.sqlite_only(reason)`` keeps a test of SQLite's own machinery on SQLite.
-    """
-    if "backend" not in metafunc.fixturenames:
-        return
-    backends = _backends()
-    marker = metafunc.definition.get_closest_marker("sqlite_only")
-    if marker is not None:
-        if not marker.args:
-            raise pytest.UsageError(f"{metafunc.definition.nodeid}: sqlite_only needs a reason")
-        backends = [b for b in backends if b == "sqlite"] or ["sqlite"]
-    metafunc.parametrize("backend", backends, indirect=True)
-
-
 @pytest.fixture
-def backend(request: pytest.FixtureRequest) -> str:
-    """The store backend a conformance test runs on (see :func:`pytest_generate_tests`)."""
-    return str(request.param)
-
-
-@pytest.fixture
-def store_path(tmp_path: Path, backend: str) -> Path | str:
+def store_path(store_location: Any) -> Path | str:
     """A SQLite file, or the URL of a fresh PostgreSQL database holding the schema."""
-    if backend == "postgresql":
-        from tests.postgres_server import fresh_database
-
-        return fresh_database()
-    return tmp_path / "memory.sqlite"
+    return store_location("memory.sqlite")
 
 
 @pytest.fixture
