@@ -95,6 +95,7 @@ from retold.retrieve.budget import record_tokens  # noqa: E402
 from retold.retrieve.fusion import assemble, rrf  # noqa: E402
 from retold.retrieve.gate import GateSubject, gate  # noqa: E402
 from retold.retrieve.replay import candidates_from_log  # noqa: E402
+from retold.store.postgres import is_postgres_url  # noqa: E402
 
 AGENT = "locomo-bench"
 KS = (5, 10, 25)
@@ -260,7 +261,7 @@ def progress_bar(console: Console) -> Progress:
     )  # fmt: skip
 
 
-async def run(args: argparse.Namespace, path: Path) -> dict[str, Any]:
+async def run(args: argparse.Namespace, path: Path | str) -> dict[str, Any]:
     conversations = load_conversations(args.data, limit=args.conversations)
     rng = random.Random(args.seed)
     questions = {c.sample_id: pick_questions(c, args.questions, rng) for c in conversations}
@@ -497,7 +498,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     add("--quick", action="store_true", help=f"1 conversation, {QUICK_QUESTIONS} questions")
     add("--data", type=Path, default=None, help="a locomo10.json-shaped file (default: the shared data)")
     add("--seed", type=int, default=7)
-    add("--store", type=Path, default=None, help="keep the store here (a new file)")
+    add(
+        "--store",
+        default=None,
+        help="keep the store here: a new SQLite file, or a postgresql:// URL of an empty database",
+    )
     add("--json", type=Path, default=None, help="write the figures, machine, commit and config here")
     add("--markdown", type=Path, default=None, help="write the docs/benchmarks.md tables here")
     add("--dump", type=Path, default=None, help="write each question's rankings here (JSON lines)")
@@ -512,9 +517,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="retold-locomo-") as tmp:
-        path = args.store or Path(tmp) / "locomo.sqlite"
-        if path.exists():
-            raise SystemExit(f"{path} exists; --store wants a new file")
+        path: Path | str = args.store or Path(tmp) / "locomo.sqlite"
+        if not is_postgres_url(path):
+            path = Path(path)
+            if path.exists():
+                raise SystemExit(f"{path} exists; --store wants a new file")
         result = asyncio.run(run(args, path))
     result["timings_s"]["total_s"] = time.perf_counter() - started
     result["targets"] = targets(result)

@@ -75,7 +75,7 @@ def sentence(rng: random.Random, vocab: list[str]) -> str:
 
 
 async def build_store(
-    path: Path, n: int, embedder: Any, rng: random.Random
+    path: Path | str, n: int, embedder: Any, rng: random.Random
 ) -> tuple[retold.Runtime, list[str]]:
     rt = await retold.open_runtime(path, embedder=embedder)
     person = await rt.host.provision_user("bench", aliases=["Robin"])
@@ -159,11 +159,13 @@ def summarise(label: str, data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-async def run_one(n: int, searches: int, embedder: Any, seed: int = 5) -> dict[str, Any]:
+async def run_one(
+    n: int, searches: int, embedder: Any, seed: int = 5, store: str | None = None
+) -> dict[str, Any]:
     rng = random.Random(seed)
     with tempfile.TemporaryDirectory(prefix="retold-search-bench-") as tmp:
         t0 = time.perf_counter()
-        rt, vocab = await build_store(Path(tmp) / "bench.sqlite", n, embedder, rng)
+        rt, vocab = await build_store(store or Path(tmp) / "bench.sqlite", n, embedder, rng)
         build_s = time.perf_counter() - t0
         try:
             data = await measure(rt, vocab, searches, rng)
@@ -179,7 +181,15 @@ def main() -> None:
     parser.add_argument("--only", choices=["real", "scale", "scaling"], default=None)
     parser.add_argument("--searches", type=int, default=100)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument(
+        "--store",
+        default=None,
+        help="the scale run on this store instead of a temporary SQLite file (e.g. an empty "
+        "PostgreSQL database: postgresql://…); needs --only scale",
+    )
     args = parser.parse_args()
+    if args.store and args.only != "scale":
+        parser.error("--store needs --only scale")
     searches = 8 if args.quick else args.searches
     report: dict[str, Any] = {}
     if args.only in (None, "real"):
@@ -193,9 +203,10 @@ def main() -> None:
         )
     if args.only in (None, "scale"):
         n = 5000 if args.quick else 50_000
-        data = asyncio.run(run_one(n, searches, FakeEmbedder(384, delay_s=0.025)))
+        data = asyncio.run(run_one(n, searches, FakeEmbedder(384, delay_s=0.025), store=args.store))
+        where = f" on {args.store.split('?')[0]}" if args.store else ""
         report["scale"] = summarise(
-            f"FakeEmbedder(delay 25 ms), {n} records (built in {data['build_s']:.0f} s)", data
+            f"FakeEmbedder(delay 25 ms), {n} records{where} (built in {data['build_s']:.0f} s)", data
         )
     if args.only in (None, "scaling"):
         sizes = [2000, 5000] if args.quick else [10_000, 50_000, 200_000]

@@ -16,7 +16,7 @@ import click
 from retold.cli.admin import dump, get, grant, migrate, revoke
 from retold.cli.demo import demo
 from retold.cli.extract import extract, review_due_command
-from retold.cli.ops import check, erase, expire, reembed, retain, snapshot
+from retold.cli.ops import check, copy_command, erase, expire, reembed, retain, snapshot
 from retold.cli.search import search
 
 __all__ = ["cli", "main"]
@@ -35,7 +35,7 @@ def cli() -> None:
 
 for _command in (
     migrate, grant, revoke, dump, search, get,
-    expire, retain, erase, reembed, check, snapshot,
+    expire, retain, erase, reembed, check, snapshot, copy_command,
     demo, extract, review_due_command,
 ):  # fmt: skip
     cli.add_command(_command)

@@ -41,8 +41,9 @@ def common_options(func: Callable[..., Any]) -> Callable[..., Any]:
         "store_path",
         default="./memory.sqlite",
         show_default=True,
+        envvar="RETOLD_STORE",
         type=click.Path(dir_okay=False),
-        help="The SQLite store file.",
+        help="The SQLite store file, or a postgresql:// URL ($RETOLD_STORE).",
     )
     @click.option(
         "--config",

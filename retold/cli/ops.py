@@ -271,3 +271,53 @@ def snapshot_load(path: str, yes: bool, store_path: str, config_path: str | None
         click.echo("Nothing was changed. Stop every host using the store and rerun with --yes.", err=True)
         return
     click.echo(f"loaded {described} into {store_path}")
+
+
+@click.command("copy")
+@click.argument("source")
+@click.argument("destination")
+@click.option(
+    "--config",
+    "config_path",
+    default=None,
+    type=click.Path(exists=True, dir_okay=False),
+    help="YAML config file (its embedding settings judge the copied vectors in the check).",
+)
+def copy_command(source: str, destination: str, config_path: str | None) -> None:
+    """Copy a whole store into a new, empty one, across backends; then verify the copy.
+
+    SOURCE and DESTINATION are SQLite files or postgresql:// URLs. The destination is
+    created (or must be empty) and is written in one transaction: it holds the whole copy
+    or nothing, so an interrupted copy is run again. Afterwards every table's row count is
+    compared and `retold check` runs on the destination; exit 0 when both agree.
+
+    Example:
+
+        retold copy memory.sqlite postgresql://retold@db.internal/memory
+    """
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from retold.operations import copy_store
+
+    bar = Progress(
+        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        console=Console(stderr=True),
+    )  # fmt: skip
+    tasks: dict[str, Any] = {}
+
+    def progress(table: str, done: int, total: int) -> None:
+        if table not in tasks:
+            tasks[table] = bar.add_task(table, total=total)
+        bar.update(tasks[table], completed=done, total=total)
+
+    with bar:
+        result = run_async(copy_store(source, destination, config_path, progress=progress))
+    for table, (copied, counted) in result.counts.items():
+        click.echo(f"{table}: {copied} row(s) copied, {counted} in the destination")
+    for finding in result.findings:
+        click.echo(str(finding))
+    if not result.verified:
+        click.echo("the copy does not match its source (see above)", err=True)
+        sys.exit(EXIT_FINDINGS)
+    click.echo(f"copied {result.report.source} to {result.report.destination}: verified")

@@ -56,6 +56,10 @@ STAGES = (
 )  # fmt: skip
 
 
+WRITE_ATTEMPTS = 4
+"""Decisions made again when another process wrote the same fact meanwhile (then ``retry``)."""
+
+
 class Ingestor:
     """Runs the write path for one store; shared by every writer in the process."""
 
@@ -121,7 +125,7 @@ class Ingestor:
         timer = Timer()
         ambiguous: list[Resolution] = []
         lock = self.scope_lock(scope)
-        for attempt in (1, 2):
+        for attempt in range(1, WRITE_ATTEMPTS + 1):
             try:
                 async with lock:
                     plan = await planner(timer)
@@ -132,7 +136,7 @@ class Ingestor:
                 result = refused.result
                 ambiguous = refused.ambiguous or ambiguous
                 # Another process changed the record we decided against: decide once more.
-                if result.error != RETRY or attempt == 2:
+                if result.error != RETRY or attempt == WRITE_ATTEMPTS:
                     break
         await self._persist.log_ambiguity(ambiguous, actor, request, user_id)
         result.timings_ms = {**{s: round(v, 3) for s, v in timer.timings_ms.items()}}
@@ -229,9 +233,11 @@ class Ingestor:
             vectors = await anyio.to_thread.run_sync(self._embedder.embed_documents, [content])
             vector = np.asarray(vectors[0], dtype=np.float32)
 
+        # A batch's later candidates are decided against its earlier ones through the overlay.
+        seen = None if overlay is not None else await self._store.records_version()
         decision, judged, truncated = await self._decide(record, vector, timer, overlay, origin=source.origin)
         return Plan(record, vector, evidence, request.source_kind, links, decision, judged, truncated,
-                     notes, ambiguous, source=source)  # fmt: skip
+                     notes, ambiguous, source=source, seen_version=seen)  # fmt: skip
 
     async def _plan_revision(
         self, principal: Principal, target_id: str, request: WriteRequest, reason: str, timer: Timer

@@ -105,6 +105,10 @@ class Persister:
                     links.append((stored.id, role))
                 if await self._target_changed(decision):
                     raise fail(RETRY, "a record this write depends on changed meanwhile; retry")
+                if plan.seen_version is not None and await self._store.rival_written(
+                    record, plan.seen_version
+                ):
+                    raise fail(RETRY, "another writer recorded the same fact meanwhile; retry")
                 # Retire first: one live session summary per source_ref is a unique index (§6.2).
                 superseded = []
                 if decision.action == "supersede":

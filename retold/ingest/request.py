@@ -103,6 +103,9 @@ class Plan:
     ambiguous: list[Resolution]
     revision_reason: str | None = None  # set for a memory_revise supersede (manual_revision)
     source: RecordSource | None = None  # what this write contributes (retold.ingest.sources)
+    # records_version the decision read (None: not checked). A live record of the same fact
+    # written after it, by any process, means the decision is stale: decide again.
+    seen_version: int | None = None
 
 
 @dataclass(frozen=True)

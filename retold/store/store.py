@@ -310,6 +310,26 @@ class Store(
         )
         return await self.get_records(r[0] for r in rows)
 
+    async def rival_written(self, record: Record, since_version: int) -> bool:
+        """Whether a live record of the same fact as ``record`` was written after ``since_version``.
+
+        Read inside the write transaction (under the write lock), so it sees every other
+        process's committed write: same scope and type, and the same subject and attribute
+        (semantic and procedural facts) or the same content (any type).
+        """
+        same = "content = ?"
+        params: list[Any] = [record.content]
+        if record.type != "episodic":
+            same = "(content = ? OR (attribute = ? AND subject_entity_id IS ?))"
+            params += [record.attribute, record.subject_entity_id]
+        row = await self.db.fetchone(
+            f"""SELECT 1 FROM records WHERE scope_kind = ? AND scope_id = ? AND type = ?
+                 AND status IN ('provisional', 'confirmed') AND index_version > ? AND id != ?
+                 AND {same} LIMIT 1""",
+            (record.scope.kind, record.scope.id, record.type, since_version, record.id, *params),
+        )
+        return row is not None
+
     async def supersession_chain(self, record_id: str) -> list[str]:
         """Ids this record replaced, newest first, following ``supersedes_id`` back to the origin."""
         rows = await self.db.fetchall(

@@ -24,11 +24,14 @@ import retold
 from retold.models import EntityMention, Principal, Scope, SearchRequest
 from retold.testing import FakeClock, FakeEmbedder, FakeJudge
 
+SHARED_NOTE = "The team office is in Lisbon."  # as reliability_worker.py writes it
+
 pytestmark = pytest.mark.integration
 
 WORKER = Path(__file__).with_name("reliability_worker.py")
 CRASH_ROUNDS = 20
-WRITERS, WRITES_EACH = 3, 300
+# (processes, writes each) per backend: PostgreSQL is the backend for many processes.
+SIZES = {"sqlite": (3, 300), "postgresql": (4, 500)}
 FAKE_CONFIG = "embedding:\n  model: fake-embedder\n  version: '1'\n  dims: 256\n"
 
 
@@ -59,9 +62,9 @@ def lines(raw: bytes) -> list[dict[str, Any]]:
 # --- crash safety -------------------------------------------------------------------------------
 
 
-def test_no_acknowledged_write_is_lost_when_the_writer_is_killed(tmp_path: Path) -> None:
+def test_no_acknowledged_write_is_lost_when_the_writer_is_killed(tmp_path: Path, store_location: Any) -> None:
     """SIGKILL at random moments: the store opens, `retold check` is clean, every acked write is there."""
-    store, config = tmp_path / "memory.sqlite", fake_config(tmp_path)
+    store, config = store_location("memory.sqlite"), fake_config(tmp_path)
     seed = int(os.environ.get("RETOLD_CRASH_SEED", time.time_ns() % 100_000))
     rng = random.Random(seed)
     acked: dict[str, str] = {}
@@ -93,7 +96,7 @@ def test_no_acknowledged_write_is_lost_when_the_writer_is_killed(tmp_path: Path)
     assert len(acked) >= CRASH_ROUNDS, (seed, len(acked))  # the kills did land mid-stream
 
 
-async def read_back(store: Path, ids: list[str]) -> tuple[dict[str, str], int]:
+async def read_back(store: Path | str, ids: list[str]) -> tuple[dict[str, str], int]:
     async with retold.open_runtime(store, embedder=FakeEmbedder(), judge=FakeJudge()) as rt:
         records = await rt.store.get_records(ids)
         active = [
@@ -106,8 +109,14 @@ async def read_back(store: Path, ids: list[str]) -> tuple[dict[str, str], int]:
 # --- concurrency --------------------------------------------------------------------------------
 
 
-async def test_concurrent_writers_lose_nothing_and_see_each_other(tmp_path: Path) -> None:
-    store, go_file = tmp_path / "memory.sqlite", tmp_path / "go"
+async def test_concurrent_writers_lose_nothing_and_see_each_other(
+    tmp_path: Path, store_location: Any, backend: str
+) -> None:
+    """Processes write notes and overlapping facts at once, searching as they go: nothing
+    acknowledged is lost, the shared sentence is one record, the shared fact one live value
+    at the end of a valid supersession chain, and `check` is clean."""
+    store, go_file = store_location("memory.sqlite"), tmp_path / "go"
+    WRITERS, WRITES_EACH = SIZES[backend]
     async with retold.open_runtime(store, embedder=FakeEmbedder(), judge=FakeJudge()) as rt:
         await rt.host.provision_user("u1")
         for n in range(WRITERS):
@@ -115,7 +124,7 @@ async def test_concurrent_writers_lose_nothing_and_see_each_other(tmp_path: Path
     command = [sys.executable, str(WORKER), "concurrent", str(store)]
     children = [
         await asyncio.create_subprocess_exec(
-            *command, str(n), str(WRITES_EACH), str(go_file), stdout=PIPE, stderr=PIPE
+            *command, str(n), str(WRITES_EACH), str(go_file), str(WRITERS), stdout=PIPE, stderr=PIPE
         )
         for n in range(WRITERS)
     ]
@@ -131,7 +140,7 @@ async def test_concurrent_writers_lose_nothing_and_see_each_other(tmp_path: Path
                 go_file.touch()
 
     started = time.monotonic()
-    await asyncio.wait_for(asyncio.gather(*(follow(n) for n in range(WRITERS))), timeout=240)
+    await asyncio.wait_for(asyncio.gather(*(follow(n) for n in range(WRITERS))), timeout=480)
     stderr = [(await c.stderr.read()).decode() for c in children]  # type: ignore[union-attr]
     codes = [await c.wait() for c in children]
     elapsed = time.monotonic() - started
@@ -152,7 +161,20 @@ async def test_concurrent_writers_lose_nothing_and_see_each_other(tmp_path: Path
         records = await rt.store.get_records(ids)
         assert len(records) == WRITERS * WRITES_EACH
         assert all(r.status == "confirmed" for r in records)
+        live = [r for r in await rt.store.records_in_scope(Scope("user", "u1")) if r.type == "semantic"]
+        offices = [r for r in live if r.attribute == "office"]
+        assert [r.content for r in offices] == [SHARED_NOTE]  # one record, however many wrote it
+        standups = [r for r in live if r.attribute == "standup_time"]
+        assert len(standups) == 1  # one live value; the others superseded by it, in one chain
+        acked_current = {e["current"] for n in range(WRITERS) for e in outputs[n] if "current" in e}
+        chain, seen = standups[0], set()
+        while chain.supersedes_id is not None and chain.id not in seen:
+            seen.add(chain.id)
+            previous = await rt.store.get_record(chain.supersedes_id)
+            assert previous is not None and previous.status == "superseded"
+            chain = previous
         assert (await rt.ops.check()).clean
+        assert acked_current <= {r.id for r in await rt.store.get_records(list(acked_current))}
     print(f"{WRITERS} x {WRITES_EACH} writes with searches in {elapsed:.1f}s")
 
 
