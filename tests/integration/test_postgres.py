@@ -192,3 +192,41 @@ async def test_erasure_rewrites_the_table_files_without_the_erased_text() -> Non
         report = await rt.ops.erase(record=written["record_id"], reason="asked")
         assert report.applied
         assert await table_files_holding(rt.store, marker) == []
+
+
+async def test_the_lexical_channel_scores_as_fts5_does(tmp_path: Path) -> None:
+    """Same rows, same match: PostgreSQL's bm25 (SQL for words, Python for phrases) equals FTS5's."""
+    from retold.models import Record
+    from retold.testing import record_for_tests
+
+    texts = [
+        "The router connected at noon and the router rebooted",
+        "Deploys happen on Friday; the deploy bot posts to #ops",
+        "bge m3 embeddings beat MiniLM on the recall benchmark",
+        "Café crème at the Zürich office, naïve résumé parsing",
+        "Friday deploys are frozen during the quarter close",
+        "the the the router",
+    ]
+    stores = [await Store.open(tmp_path / "m.sqlite"), await Store.open(fresh_database())]
+    try:
+        for store in stores:
+            now = store.clock.now()
+            records: list[Record] = [
+                record_for_tests(
+                    now, id=f"r{i}", content=t, subject=f"x/fact_{i}", attribute=f"fact_{i}", scope=USER
+                )
+                for i, t in enumerate(texts)
+            ]
+            for record in records:
+                await store.insert_record(record)
+        ids = {f"r{i}" for i in range(len(texts))}
+        for match in ('"router"', '"router" OR "friday"', '"deploy" OR "deploys" OR "bot"', '"bge m3"',
+                      '"bge m3" OR "recall"', '"cafe" OR "zurich"', '"the"', '"nothing"'):  # fmt: skip
+            lite = await stores[0].fts_search(match, ids, 10)
+            pg = await stores[1].fts_search(match, ids, 10)
+            assert [r[0] for r in pg] == [r[0] for r in lite], match
+            assert lite or match == '"nothing"', match
+            assert [round(r[1], 9) for r in pg] == [round(r[1], 9) for r in lite], match
+    finally:
+        for store in stores:
+            await store.close()

@@ -163,10 +163,14 @@ _TABLES = (
        END $$""",
     """CREATE TRIGGER records_fts_changed BEFORE INSERT OR UPDATE ON records_fts
        FOR EACH ROW EXECUTE FUNCTION retold_fts_changed()""",
+    # tf per column (content, subject, aliases): BM25 for single words is computed in SQL.
     f"""CREATE TABLE records_terms (
       term        {T} NOT NULL,
       fts_rowid   BIGINT NOT NULL REFERENCES records_fts(rowid) ON DELETE CASCADE,
       record_id   {T} NOT NULL,
+      content_tf  INTEGER NOT NULL DEFAULT 0,
+      subject_tf  INTEGER NOT NULL DEFAULT 0,
+      alias_tf    INTEGER NOT NULL DEFAULT 0,
       PRIMARY KEY (term, fts_rowid)
     )""",
     "CREATE INDEX records_terms_row ON records_terms(fts_rowid)",

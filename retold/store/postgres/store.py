@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
@@ -89,7 +90,11 @@ class PgStore(Store):
             for rowid, record_id, content, subject, aliases in rows:
                 columns = [list(fts_tokens(text or "")) for text in (content, subject, aliases)]
                 updates.append((*columns, sum(len(c) for c in columns), rowid))
-                terms.extend((term, rowid, record_id) for term in sorted({t for c in columns for t in c}))
+                counted = [Counter(c) for c in columns]
+                terms.extend(
+                    (term, rowid, record_id, counted[0][term], counted[1][term], counted[2][term])
+                    for term in sorted({t for c in columns for t in c})
+                )
             await self.db.executemany(
                 "DELETE FROM records_terms WHERE fts_rowid = ?", [(r[0],) for r in rows]
             )
@@ -100,7 +105,9 @@ class PgStore(Store):
             )
             if terms:
                 await self.db.executemany(
-                    "INSERT INTO records_terms(term, fts_rowid, record_id) VALUES (?, ?, ?)", terms
+                    """INSERT INTO records_terms(term, fts_rowid, record_id, content_tf, subject_tf, alias_tf)
+                       VALUES (?, ?, ?, ?, ?, ?)""",
+                    terms,
                 )
 
     # --- the index a search reads ------------------------------------------------------------
@@ -187,6 +194,8 @@ class PgStore(Store):
         total, length = index.rows, index.tokens
         if total == 0:
             return []
+        if all(len(p) == 1 for p in phrases):
+            return await self._bm25_words([p[0] for p in phrases], eligible, k, index)
         where, params = await self._scoped_terms(index)
         words = sorted({t for p in phrases for t in p})
         marks = ", ".join("?" for _ in words)
@@ -228,6 +237,41 @@ class PgStore(Store):
             scored.append((row[0], score, row[1] or "", row[2] or "", row[3] or ""))
         scored.sort(key=lambda r: (-r[1], r[0]))
         return scored[:k]
+
+    async def _bm25_words(
+        self, words: list[str], eligible: Iterable[str], k: int, index: LexicalIndex
+    ) -> list[tuple[str, float, str, str, str]]:
+        """FTS5's bm25() for single-word phrases, summed in SQL over the words' posting lists.
+
+        For a one-word phrase FTS5's phrase frequency in a column is the word's frequency
+        there, so the whole score is a sum over ``records_terms`` rows; only the ``k`` best
+        eligible rows come back. Document frequencies are the readable rows' (cached on
+        ``index`` by :meth:`term_statistics`).
+        """
+        stats = await self.term_statistics(words, index=index)
+        total, average = index.rows, index.tokens / index.rows
+        idf = []
+        for word in words:
+            n = stats.counts.get(word, 0)
+            value = math.log((total - n + 0.5) / (n + 0.5))
+            idf.append(value if value > 0 else 1e-6)
+        weighted = (
+            f"(v.content_tf * {_WEIGHTS[0]} + v.subject_tf * {_WEIGHTS[1]} + v.alias_tf * {_WEIGHTS[2]})"
+        )
+        query = f"""SELECT v.record_id,
+                           sum(q.idf * {weighted} * {_K1 + 1}
+                               / ({weighted} + {_K1} * (1 - {_B} + {_B} * f.ntokens / ?))) AS score,
+                           f.content, f.subject, f.aliases
+                      FROM unnest(?::text[], ?::float8[]) AS q(term, idf)
+                      JOIN records_terms v ON v.term = q.term
+                      JOIN records_fts f ON f.rowid = v.fts_rowid
+                      {{join}}
+                     GROUP BY v.record_id, f.content, f.subject, f.aliases
+                     ORDER BY score DESC, v.record_id
+                     LIMIT ?"""
+        async with self._eligible_records(eligible, "v.record_id") as (join, params):
+            rows = await self.db.fetchall(query.format(join=join), (average, words, idf, *params, k))
+        return [(r[0], float(r[1]), r[2] or "", r[3] or "", r[4] or "") for r in rows]
 
     @staticmethod
     def _eligible_subset(ids: list[str], eligible: Iterable[str]) -> set[str]:
