@@ -40,11 +40,14 @@ test: lint
 	$(BIN)/python -m pytest
 
 unit: $(STAMP)
-	$(BIN)/python -m pytest tests/unit
+	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)
 
 # The unit suite needs no model: CI also runs it on Python 3.12 with only the dev extra.
+# The Python 3.12 run: SQLite only, and without the cancellation sweeps, which hang on 3.12
+# (tests/unit/cancel_harness.py counts task suspensions, which 3.12's asyncio makes differently;
+# open on issue 16's note). Both run in full under 3.11 in `make test`.
 unit-lean:
-	$(MAKE) unit EXTRAS=dev
+	RETOLD_TEST_BACKENDS=sqlite $(MAKE) unit EXTRAS=dev,postgres PYTEST_ARGS="--ignore=tests/unit/test_cancellation.py"
 
 integration: $(STAMP)
 	$(BIN)/python -m pytest tests/integration
