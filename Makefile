@@ -49,6 +49,10 @@ unit: $(STAMP)
 unit-lean:
 	RETOLD_TEST_BACKENDS=sqlite $(MAKE) unit EXTRAS=dev,postgres PYTEST_ARGS="--ignore=tests/unit/test_cancellation.py"
 
+# The benchmark tier: tests that read ../shared's LoCoMo data (a user's clone has none).
+test-locomo: $(STAMP)
+	$(BIN)/python -m pytest -m locomo tests/integration
+
 integration: $(STAMP)
 	$(BIN)/python -m pytest tests/integration
 

@@ -21,7 +21,7 @@ LOCOMO = Path(
 )
 
 
-@pytest.mark.skipif(not LOCOMO.exists(), reason="LoCoMo data (CC BY-NC, not shipped) is not available")
+@pytest.mark.locomo  # the benchmark tier (make test-locomo); fails, not skips, without the data
 def test_calibrate_gate_quick(tmp_path: Path) -> None:
     out = tmp_path / "calibration.json"
     proc = subprocess.run(
