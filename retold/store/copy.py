@@ -23,6 +23,7 @@ from retold.store.store import Store
 __all__ = ["COPIED_TABLES", "CopyReport", "copy_store"]
 
 PAGE = 2_000
+_DERIVED = frozenset({"rowid", "embedding"})  # identities, and pgvector's copy of the vector bytes
 
 # Parents before children; each table's columns are the SQLite schema's (PostgreSQL's extra
 # columns are derived or identities). (table, order, self-reference column or None)
@@ -82,7 +83,7 @@ async def copy_store(
         for table, order, self_ref in COPIED_TABLES:
             wanted = await _columns(source, table)
             present = set(await _columns(destination, table))
-            columns = [c for c in wanted if c in present and c != "rowid"]
+            columns = [c for c in wanted if c in present and c not in _DERIVED]
             if source.dialect == "postgresql" and order == "rowid":
                 order = "rowid"  # PostgreSQL's identity column of the same name
             select = f"SELECT {', '.join(columns)} FROM {table} ORDER BY {order} LIMIT ? OFFSET ?"

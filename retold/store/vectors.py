@@ -9,6 +9,7 @@ at or below the counter can be missing from them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from retold.store.database import Database
@@ -105,3 +106,21 @@ class VectorsMixin:
             for r in (rows if complete else rows[:limit])
         ]
         return VectorChanges(records_version=records_version, changes=changes, complete=complete)
+
+    searches_vectors = False
+    """True where the store answers the dense search itself (PostgreSQL's pgvector)."""
+
+    async def vectors_for(
+        self, record_ids: Sequence[str], model: str, version: str, dims: int
+    ) -> dict[str, bytes]:
+        """The compatible float32 blobs of a few records (a shortlist's), by id."""
+        ids = list(dict.fromkeys(record_ids))
+        if not ids:
+            return {}
+        marks = ", ".join(f":id{i}" for i in range(len(ids)))
+        rows = await self.db.fetchall(
+            f"SELECT e.record_id, e.vector FROM embeddings e WHERE e.record_id IN ({marks})"
+            f" AND {_COMPATIBLE}",
+            {"model": model, "version": version, "dims": dims, **{f"id{i}": v for i, v in enumerate(ids)}},
+        )
+        return {r[0]: bytes(r[1]) for r in rows}

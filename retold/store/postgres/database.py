@@ -384,9 +384,43 @@ class PgDatabase:
             except Exception as exc:
                 raise translate_error(exc, sql, self.busy_timeout_s) from exc
 
+    async def copy_rows(self, table: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+        """Append rows with ``COPY … FROM STDIN``: many times faster than inserting each."""
+        if not all(c.replace("_", "").isalnum() for c in (table, *columns)):
+            raise StoreError(f"not a table or column name in {table}({', '.join(columns)})")
+        sql = f"COPY {table} ({', '.join(columns)}) FROM STDIN"
+        if self.tracer is not None:
+            self.tracer(sql, None)
+        async with self._connection() as conn:
+            try:
+                async with conn.cursor() as cursor, cursor.copy(sql) as copy:
+                    for row in rows:
+                        await copy.write_row(row)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                raise translate_error(exc, sql, self.busy_timeout_s) from exc
+
     async def fetchall(self, sql: str, params: Params | None = None) -> list[PgRow]:
         async with self._connection() as conn:
             return list(await self._run(conn, sql, params, rows=True))
+
+    async def fetchall_with(
+        self, settings: dict[str, str], sql: str, params: Params | None = None
+    ) -> list[PgRow]:
+        """A read under transaction-local settings (``SET LOCAL``: pgvector's scan knobs)."""
+        async with self._connection() as conn:
+            try:
+                async with conn.transaction():  # a savepoint inside an open transaction
+                    for name, value in settings.items():
+                        await self._run(conn, "SELECT set_config(?, ?, true)", (name, value))
+                    return list(await self._run(conn, sql, params, rows=True))
+            except asyncio.CancelledError:
+                raise
+            except StoreError:
+                raise
+            except Exception as exc:
+                raise translate_error(exc, sql, self.busy_timeout_s) from exc
 
     async def fetchone(self, sql: str, params: Params | None = None) -> PgRow | None:
         rows = await self.fetchall(sql, params)

@@ -11,20 +11,26 @@ Differences from SQLite's tables, all invisible above ``retold/store/``:
 * text columns use the ``"C"`` collation, so ``ORDER BY`` sorts by code point as SQLite's
   ``BINARY`` does, whatever the server's default;
 * tables ordered by SQLite's ``rowid`` carry an identity column of that name;
-* ``records_fts`` is an ordinary table with a GIN-indexed ``tsvector``, and ``embeddings``
-  keeps the float32 bytes SQLite keeps (pgvector's column and index come with dense search);
+* ``records_fts`` is an ordinary table whose rows are tokenized in Python (see
+  :mod:`retold.store.postgres.store`), with ``records_terms`` as its inverted list;
+* ``embeddings`` keeps the float32 bytes SQLite keeps (every shared statement reads and
+  writes them) plus pgvector's ``embedding``, filled from them before the writing
+  transaction commits and searched through an HNSW index per dimension
+  (:mod:`retold.store.postgres.vectors`);
 * ``json_extract``, ``instr`` and ``group_concat`` exist as functions, so the statements
   both engines share need no rewriting for them.
 """
 
 from __future__ import annotations
 
-from retold.errors import SchemaVersionError
+from retold.errors import SchemaVersionError, StoreError
 from retold.store.migrations import LATEST_VERSION, MIGRATIONS
 from retold.store.postgres.database import PgDatabase
+from retold.store.postgres.lexicon import TERMS_INDEXES, tokenize_pending
+from retold.store.postgres.vectors import fill_pending
 from retold.util import SystemClock, format_ts
 
-__all__ = ["SCHEMA_LOCK", "current_version", "migrate"]
+__all__ = ["SCHEMA_LOCK", "current_version", "migrate", "upgrade_layout"]
 
 SCHEMA_LOCK = 0x7265746F6C6473  # the advisory lock held while the schema is created or migrated
 
@@ -171,9 +177,12 @@ _TABLES = (
       content_tf  INTEGER NOT NULL DEFAULT 0,
       subject_tf  INTEGER NOT NULL DEFAULT 0,
       alias_tf    INTEGER NOT NULL DEFAULT 0,
+      ntokens     INTEGER NOT NULL DEFAULT 0,
+      scope_kind  {T},
+      scope_id    {T},
       PRIMARY KEY (term, fts_rowid)
     )""",
-    "CREATE INDEX records_terms_row ON records_terms(fts_rowid)",
+    *TERMS_INDEXES,
     f"""CREATE TABLE entity_aliases (
       rowid       BIGINT GENERATED ALWAYS AS IDENTITY,
       entity_id   {T} NOT NULL REFERENCES entities(id),
@@ -297,6 +306,26 @@ _TABLES = (
     "CREATE INDEX record_sources_origin ON record_sources(origin)",
 )
 
+# pgvector's column beside SQLite's bytes. A row whose bytes change (re-embedding) loses its
+# vector until the transaction's end fills it again; the partial index finds those rows.
+_VECTORS = (
+    "ALTER TABLE embeddings ADD COLUMN embedding vector",
+    # The vector stays in the row, where an exact scan reads it without detoasting; the bytes
+    # (read only to load or copy) move out of line, so a row fits a page several times over.
+    """ALTER TABLE embeddings ALTER COLUMN embedding SET STORAGE PLAIN,
+                              ALTER COLUMN vector SET STORAGE EXTERNAL""",
+    """CREATE FUNCTION retold_embedding_stale() RETURNS trigger LANGUAGE plpgsql AS $$
+       BEGIN
+         IF NEW.vector IS DISTINCT FROM OLD.vector OR NEW.dims IS DISTINCT FROM OLD.dims THEN
+           NEW.embedding := NULL;
+         END IF;
+         RETURN NEW;
+       END $$""",
+    """CREATE TRIGGER embeddings_stale BEFORE UPDATE ON embeddings
+       FOR EACH ROW EXECUTE FUNCTION retold_embedding_stale()""",
+    "CREATE INDEX embeddings_pending ON embeddings(record_id) WHERE embedding IS NULL",
+)
+
 BASELINE = 7
 """The version a new PostgreSQL database starts at (the schema above); later ones are migrations."""
 
@@ -321,6 +350,7 @@ async def migrate(db: PgDatabase) -> list[int]:
             f"({LATEST_VERSION}); upgrade retold to open it"
         )
     if version == LATEST_VERSION:
+        await upgrade_layout(db)
         return []
     async with db.transaction():
         await db.fetchval(f"SELECT pg_advisory_xact_lock({SCHEMA_LOCK})")
@@ -328,6 +358,7 @@ async def migrate(db: PgDatabase) -> list[int]:
             return []
         for ddl in (*_FUNCTIONS, *_TABLES):
             await db.run_raw(ddl)
+        await _create_vectors(db)
         now = format_ts(SystemClock().now())
         for migration in MIGRATIONS:
             await db.execute(
@@ -335,3 +366,65 @@ async def migrate(db: PgDatabase) -> list[int]:
                 (migration.version, migration.name, now),
             )
     return [m.version for m in MIGRATIONS]
+
+
+async def _has_vectors(db: PgDatabase) -> bool:
+    return bool(
+        await db.fetchval(
+            """SELECT count(*) FROM information_schema.columns WHERE table_schema = current_schema()
+                AND table_name = 'embeddings' AND column_name = 'embedding'"""
+        )
+    )
+
+
+async def _create_vectors(db: PgDatabase) -> None:
+    """pgvector's column, inside the caller's schema transaction (the extension first, if allowed)."""
+    if not await db.fetchval("SELECT count(*) FROM pg_extension WHERE extname = 'vector'"):
+        try:
+            async with db.transaction():  # a savepoint: a refusal leaves the schema work intact
+                await db.run_raw("CREATE EXTENSION IF NOT EXISTS vector")
+        except StoreError as exc:
+            raise StoreError(
+                f"{db.path} needs the pgvector extension and this role may not create it: have a "
+                "superuser run CREATE EXTENSION vector in this database once (pgvector 0.8 or newer)"
+            ) from exc
+    for ddl in _VECTORS:
+        await db.run_raw(ddl)
+
+
+async def _has_scoped_terms(db: PgDatabase) -> bool:
+    return bool(await db.fetchval("SELECT to_regclass('records_terms_doc') IS NOT NULL"))
+
+
+async def _scope_terms(db: PgDatabase) -> None:
+    """Postings that carry their record's scope and length: tokenize every row again."""
+    await db.run_raw(
+        f"""ALTER TABLE records_terms ADD COLUMN IF NOT EXISTS ntokens INTEGER NOT NULL DEFAULT 0,
+                                      ADD COLUMN IF NOT EXISTS scope_kind {T},
+                                      ADD COLUMN IF NOT EXISTS scope_id {T}"""
+    )
+    await db.run_raw("DROP INDEX IF EXISTS records_terms_row")
+    for ddl in TERMS_INDEXES:
+        await db.run_raw(ddl)
+    await db.execute("UPDATE records_fts SET tokenized = false")
+    await tokenize_pending(db)
+
+
+async def _add_vectors(db: PgDatabase) -> None:
+    await _create_vectors(db)
+    await fill_pending(db, set())
+
+
+# PostgreSQL-only changes since a database's tables were created, each detected by what it adds.
+_LAYOUT = ((_has_vectors, _add_vectors), (_has_scoped_terms, _scope_terms))
+
+
+async def upgrade_layout(db: PgDatabase) -> None:
+    """Bring a database created by an earlier retold to this one's PostgreSQL layout."""
+    if all([await present(db) for present, _ in _LAYOUT]):
+        return
+    async with db.transaction():
+        await db.fetchval(f"SELECT pg_advisory_xact_lock({SCHEMA_LOCK})")
+        for present, change in _LAYOUT:
+            if not await present(db):
+                await change(db)

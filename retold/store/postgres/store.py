@@ -19,14 +19,15 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence, Set
 from contextlib import asynccontextmanager
 from typing import Any
 
 from retold.errors import StoreError
 from retold.models import Scope
 from retold.store.postgres.dialect import translate
+from retold.store.postgres.lexicon import essential_terms, tokenize_pending
+from retold.store.postgres.vectors import VectorSearchSettings, fill_pending, search_vectors
 from retold.store.rows import scope_clause
 from retold.store.search import LexicalIndex, TermStatistics, _Vocabulary
 from retold.store.store import Store
@@ -41,6 +42,8 @@ _ERASURE_TABLES = (
     "records", "records_fts", "records_terms", "record_sources", "record_entities", "embeddings",
     "entities", "entity_aliases", "events", "search_log", "session_turns", "sessions", "record_conflicts",
 )  # fmt: skip
+# MaxScore's candidate budget: postings read to find the records that can reach the top k.
+_CANDIDATE_POSTINGS = 5_000
 _PHRASE = re.compile(r'"((?:[^"]|"")*)"')
 
 
@@ -72,43 +75,36 @@ class PgStore(Store):
 
     async def _bump(self) -> int:
         self.db.before_commit("tokenize", self._tokenize_pending)
+        self.db.before_commit("vectors", self._vectorize_pending)
         return await super()._bump()
 
-    async def _tokenize_pending(self) -> None:
-        """Tokenize every ``records_fts`` row written or changed in this transaction."""
-        from retold.retrieve.lexical import fts_tokens
+    async def _vectorize_pending(self) -> None:
+        """pgvector's copy of every vector written or changed in this transaction."""
+        await fill_pending(self.db, self.__dict__.setdefault("_hnsw_dims", set()))
 
-        while True:
-            rows = await self.db.fetchall(
-                """SELECT rowid, record_id, content, subject, aliases FROM records_fts
-                    WHERE NOT tokenized LIMIT 500"""
-            )
-            if not rows:
-                return
-            updates = []
-            terms = []
-            for rowid, record_id, content, subject, aliases in rows:
-                columns = [list(fts_tokens(text or "")) for text in (content, subject, aliases)]
-                updates.append((*columns, sum(len(c) for c in columns), rowid))
-                counted = [Counter(c) for c in columns]
-                terms.extend(
-                    (term, rowid, record_id, counted[0][term], counted[1][term], counted[2][term])
-                    for term in sorted({t for c in columns for t in c})
-                )
-            await self.db.executemany(
-                "DELETE FROM records_terms WHERE fts_rowid = ?", [(r[0],) for r in rows]
-            )
-            await self.db.executemany(
-                """UPDATE records_fts SET content_tokens = ?, subject_tokens = ?, alias_tokens = ?,
-                          ntokens = ?, tokenized = true WHERE rowid = ?""",
-                updates,
-            )
-            if terms:
-                await self.db.executemany(
-                    """INSERT INTO records_terms(term, fts_rowid, record_id, content_tf, subject_tf, alias_tf)
-                       VALUES (?, ?, ?, ?, ?, ?)""",
-                    terms,
-                )
+    # --- dense search ------------------------------------------------------------------------
+
+    searches_vectors = True
+
+    async def vector_search(
+        self,
+        queries: Any,
+        eligible: Iterable[str],
+        k: int,
+        *,
+        model: str,
+        version: str,
+        settings: VectorSearchSettings,
+    ) -> list[tuple[str, float]]:
+        """The ``k`` eligible records nearest the query vectors, searched inside PostgreSQL."""
+        if self.db.in_transaction:  # the writer's own rows are searchable too
+            await self._vectorize_pending()
+        return await search_vectors(
+            self.db, queries, eligible, k, model=model, version=version, settings=settings
+        )
+
+    async def _tokenize_pending(self) -> None:
+        await tokenize_pending(self.db)
 
     # --- the index a search reads ------------------------------------------------------------
 
@@ -142,8 +138,9 @@ class PgStore(Store):
         self.__dict__.get("_pg_lexical", {}).clear()
 
     async def _scoped_terms(self, index: LexicalIndex) -> tuple[str, list[Any]]:
-        scope_sql, params = scope_clause(index.scopes, "r.")
-        return f"JOIN records r ON r.id = v.record_id WHERE {scope_sql}", list(params)
+        """The readable scopes' postings: each carries its record's scope (no join needed)."""
+        scope_sql, params = scope_clause(index.scopes, "v.")
+        return f"WHERE {scope_sql}", list(params)
 
     async def term_statistics(
         self, tokens: Sequence[str], stems: Sequence[str] = (), *, index: LexicalIndex, limit: int = 256
@@ -258,20 +255,69 @@ class PgStore(Store):
         weighted = (
             f"(v.content_tf * {_WEIGHTS[0]} + v.subject_tf * {_WEIGHTS[1]} + v.alias_tf * {_WEIGHTS[2]})"
         )
-        query = f"""SELECT v.record_id,
-                           sum(q.idf * {weighted} * {_K1 + 1}
-                               / ({weighted} + {_K1} * (1 - {_B} + {_B} * f.ntokens / ?))) AS score,
-                           f.content, f.subject, f.aliases
+        score = (
+            f"sum(q.idf * {weighted} * {_K1 + 1} / ({weighted} + {_K1} * (1 - {_B} + {_B} * v.ntokens / ?)))"
+        )
+        scope_sql, scope_params = scope_clause(index.scopes, "v.")
+        wanted = eligible if isinstance(eligible, set | frozenset) else set(eligible)
+        df = [stats.counts.get(w, 0) for w in words]
+        essential, bound = essential_terms(words, idf, df, saturation=_K1 + 1, budget=_CANDIDATE_POSTINGS)
+        if bound > 0:
+            # MaxScore: score, over every word, the records holding a word that can add the most;
+            # when the k-th of them beats what any other record could reach, that is the answer.
+            query = f"""WITH candidates AS MATERIALIZED (
+                          SELECT DISTINCT v.fts_rowid FROM records_terms v
+                           WHERE v.term = ANY(?::text[]) AND {scope_sql})
+                        SELECT v.record_id, {score} AS score
+                          FROM candidates c
+                          JOIN records_terms v ON v.fts_rowid = c.fts_rowid AND v.term = ANY(?::text[])
+                          JOIN unnest(?::text[], ?::float8[]) AS q(term, idf) ON q.term = v.term
+                         GROUP BY v.record_id
+                         ORDER BY score DESC, v.record_id
+                         LIMIT ?"""
+            best = await self._best_eligible(
+                query, (essential, *scope_params, average, words, words, idf), wanted, k
+            )
+            if len(best) == k and best[-1][1] >= bound:
+                return await self._with_texts(best)
+        # Every readable posting of every word (one covering index, no join).
+        query = f"""SELECT v.record_id, {score} AS score
                       FROM unnest(?::text[], ?::float8[]) AS q(term, idf)
-                      JOIN records_terms v ON v.term = q.term
-                      JOIN records_fts f ON f.rowid = v.fts_rowid
-                      {{join}}
-                     GROUP BY v.record_id, f.content, f.subject, f.aliases
+                      JOIN records_terms v ON v.term = q.term AND {scope_sql}
+                     GROUP BY v.record_id
                      ORDER BY score DESC, v.record_id
                      LIMIT ?"""
-        async with self._eligible_records(eligible, "v.record_id") as (join, params):
-            rows = await self.db.fetchall(query.format(join=join), (average, words, idf, *params, k))
-        return [(r[0], float(r[1]), r[2] or "", r[3] or "", r[4] or "") for r in rows]
+        best = await self._best_eligible(query, (average, words, idf, *scope_params), wanted, k)
+        return await self._with_texts(best)
+
+    async def _best_eligible(
+        self, query: str, params: tuple[Any, ...], wanted: Set[str], k: int
+    ) -> list[tuple[str, float]]:
+        """The ``k`` best eligible rows of a ranking (its last parameter is its LIMIT).
+
+        The search's filter (status, expiry, type, time) is applied to the best rows in
+        order, reading further down the ranking only when too many are filtered out.
+        """
+        limit = max(4 * k, 64)
+        while True:
+            rows = await self.db.fetchall(query, (*params, limit))
+            best = [(r[0], float(r[1])) for r in rows if r[0] in wanted][:k]
+            if len(best) >= k or len(rows) < limit:
+                return best
+            limit *= 8
+
+    async def _with_texts(self, best: list[tuple[str, float]]) -> list[tuple[str, float, str, str, str]]:
+        texts = await self._fts_texts([rid for rid, _ in best])
+        return [(rid, score, *texts.get(rid, ("", "", ""))) for rid, score in best]
+
+    async def _fts_texts(self, record_ids: list[str]) -> dict[str, tuple[str, str, str]]:
+        if not record_ids:
+            return {}
+        rows = await self.db.fetchall(
+            "SELECT record_id, content, subject, aliases FROM records_fts WHERE record_id = ANY(?::text[])",
+            (record_ids,),
+        )
+        return {r[0]: (r[1] or "", r[2] or "", r[3] or "") for r in rows}
 
     @staticmethod
     def _eligible_subset(ids: list[str], eligible: Iterable[str]) -> set[str]:

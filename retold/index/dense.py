@@ -1,0 +1,111 @@
+"""Where a search's dense generator runs: the in-process index, or the store itself.
+
+On SQLite the vectors live in this process (:class:`~retold.index.vector.VectorIndex`, an
+exact cosine scan over the eligible rows, refreshed from ``records_version``). On
+PostgreSQL the store searches them (pgvector, the filter in the same statement:
+:mod:`retold.store.postgres.vectors`), so a search process holds no copy of a million
+vectors and never loads one. Both answer the same two questions the search asks — the
+nearest eligible records, and the cosines among a shortlist (duplicate collapse) — and
+return the same shapes, so the retriever does not know which one it has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol
+
+import anyio
+import numpy as np
+
+from retold.index.vector import VectorIndex
+
+__all__ = ["DenseSearch", "InProcessDense", "StoreDense", "dense_search_for"]
+
+
+class DenseSearch(Protocol):
+    @property
+    def is_loaded(self) -> bool: ...
+
+    async def refresh(self) -> str: ...
+
+    async def search(
+        self, queries: np.ndarray, eligible: Iterable[str], k: int
+    ) -> list[tuple[str, float]]: ...
+
+    async def cosine_lookup(self, record_ids: Sequence[str]) -> Callable[[str, str], float]: ...
+
+
+class InProcessDense:
+    """The process's :class:`VectorIndex` (SQLite): exact, refreshed per search."""
+
+    def __init__(self, index: VectorIndex, store: Any, incremental_reload_max: int) -> None:
+        self._index = index
+        self._store = store
+        self._reload_max = incremental_reload_max
+
+    @property
+    def is_loaded(self) -> bool:
+        return self._index.is_loaded
+
+    async def refresh(self) -> str:
+        return await self._index.refresh(self._store, self._reload_max)
+
+    async def search(self, queries: np.ndarray, eligible: Iterable[str], k: int) -> list[tuple[str, float]]:
+        # The multiply leaves the event loop: at 50K rows it takes a few milliseconds.
+        return await anyio.to_thread.run_sync(self._index.search, queries, eligible, k)
+
+    async def cosine_lookup(self, record_ids: Sequence[str]) -> Callable[[str, str], float]:
+        return self._index.cosine_lookup(record_ids)
+
+
+class StoreDense:
+    """The store's own dense search (PostgreSQL + pgvector); nothing is held in this process."""
+
+    def __init__(self, store: Any, model: str, version: str, dims: int, settings: Any) -> None:
+        self._store = store
+        self._model, self._version, self._dims = model, version, dims
+        self._settings = settings
+
+    @property
+    def is_loaded(self) -> bool:
+        return True
+
+    async def refresh(self) -> str:
+        return "in_store"
+
+    async def search(self, queries: np.ndarray, eligible: Iterable[str], k: int) -> list[tuple[str, float]]:
+        return await self._store.vector_search(
+            queries, eligible, k, model=self._model, version=self._version, settings=self._settings
+        )
+
+    async def cosine_lookup(self, record_ids: Sequence[str]) -> Callable[[str, str], float]:
+        """One read of the shortlist's vectors and one Gram matrix, as the in-process index does."""
+        blobs = await self._store.vectors_for(record_ids, self._model, self._version, self._dims)
+        order = {rid: i for i, rid in enumerate(blobs)}
+        block = (
+            np.stack([np.frombuffer(b, dtype=np.float32) for b in blobs.values()])
+            if blobs
+            else np.zeros((0, self._dims), np.float32)
+        )
+        norms = np.linalg.norm(block, axis=1, keepdims=True)
+        block = np.divide(block, norms, out=np.zeros_like(block), where=norms > 0)
+        gram = np.clip(block @ block.T, -1.0, 1.0).tolist()
+
+        def lookup(first_id: str, second_id: str) -> float:
+            return float(gram[order[first_id]][order[second_id]])
+
+        return lookup
+
+
+def dense_search_for(store: Any, index: VectorIndex, embedding: Any, store_config: Any) -> DenseSearch:
+    """The store's search where it has one (PostgreSQL), else the in-process index."""
+    if getattr(store, "searches_vectors", False):
+        from retold.store.postgres.vectors import VectorSearchSettings
+
+        settings = VectorSearchSettings(
+            ef_search=store_config.hnsw_ef_search,
+            max_scan_tuples=store_config.hnsw_max_scan_tuples,
+            exact_search_max=store_config.exact_search_max,
+        )
+        return StoreDense(store, index.model, index.version, index.dims, settings)
+    return InProcessDense(index, store, embedding.incremental_reload_max)
