@@ -255,31 +255,26 @@ class PgStore(Store):
         weighted = (
             f"(v.content_tf * {_WEIGHTS[0]} + v.subject_tf * {_WEIGHTS[1]} + v.alias_tf * {_WEIGHTS[2]})"
         )
-        score = (
-            f"sum(q.idf * {weighted} * {_K1 + 1} / ({weighted} + {_K1} * (1 - {_B} + {_B} * v.ntokens / ?)))"
-        )
+        # A posting's share before its word's idf (the average length is the parameter).
+        saturated = f"{weighted} * {_K1 + 1} / ({weighted} + {_K1} * (1 - {_B} + {_B} * v.ntokens / ?))"
+        score = f"sum(q.idf * {saturated})"
         scope_sql, scope_params = scope_clause(index.scopes, "v.")
         wanted = eligible if isinstance(eligible, set | frozenset) else set(eligible)
         df = [stats.counts.get(w, 0) for w in words]
         essential, bound = essential_terms(words, idf, df, saturation=_K1 + 1, budget=_CANDIDATE_POSTINGS)
         if bound > 0:
-            # MaxScore: score, over every word, the records holding a word that can add the most;
-            # when the k-th of them beats what any other record could reach, that is the answer.
-            query = f"""WITH candidates AS MATERIALIZED (
-                          SELECT DISTINCT v.fts_rowid FROM records_terms v
-                           WHERE v.term = ANY(?::text[]) AND {scope_sql})
-                        SELECT v.record_id, {score} AS score
-                          FROM candidates c
-                          JOIN records_terms v ON v.fts_rowid = c.fts_rowid AND v.term = ANY(?::text[])
-                          JOIN unnest(?::text[], ?::float8[]) AS q(term, idf) ON q.term = v.term
-                         GROUP BY v.record_id
+            best = await self._maxscore(
+                words, idf, essential, bound, score, scope_sql, scope_params, average, wanted, k
+            )
+            if best is not None:
+                return await self._with_texts(best)
+        if len(words) == 1:  # one posting per record: nothing to add up
+            query = f"""SELECT v.record_id, ?::float8 * {saturated} AS score
+                          FROM records_terms v WHERE v.term = ? AND {scope_sql}
                          ORDER BY score DESC, v.record_id
                          LIMIT ?"""
-            best = await self._best_eligible(
-                query, (essential, *scope_params, average, words, words, idf), wanted, k
-            )
-            if len(best) == k and best[-1][1] >= bound:
-                return await self._with_texts(best)
+            best = await self._best_eligible(query, (idf[0], average, words[0], *scope_params), wanted, k)
+            return await self._with_texts(best)
         # Every readable posting of every word (one covering index, no join).
         query = f"""SELECT v.record_id, {score} AS score
                       FROM unnest(?::text[], ?::float8[]) AS q(term, idf)
@@ -289,6 +284,57 @@ class PgStore(Store):
                      LIMIT ?"""
         best = await self._best_eligible(query, (average, words, idf, *scope_params), wanted, k)
         return await self._with_texts(best)
+
+    async def _maxscore(
+        self,
+        words: list[str],
+        idf: list[float],
+        essential: list[str],
+        bound: float,
+        score: str,
+        scope_sql: str,
+        scope_params: list[Any],
+        average: float,
+        wanted: Set[str],
+        k: int,
+    ) -> list[tuple[str, float]] | None:
+        """The top ``k`` from the essential words' postings, or None when they cannot decide it.
+
+        1. Score the records holding an essential word over those words only: a lower bound
+           of each one's score (every other record scores below ``bound``).
+        2. With the k-th best eligible lower bound as a threshold, only the candidates whose
+           bound plus the other words' maxima reaches it can still be in the top k: their
+           other words are added from their own postings (a handful of index probes).
+        3. The k-th best full score must reach ``bound``, or a record holding none of the
+           essential words might beat it: then the caller scans every posting instead.
+        """
+        rest = [(w, f) for w, f in zip(words, idf, strict=True) if w not in set(essential)]
+        weights = dict(zip(words, idf, strict=True))
+        partial_sql = f"""SELECT v.record_id, v.fts_rowid, {score} AS score
+                            FROM unnest(?::text[], ?::float8[]) AS q(term, idf)
+                            JOIN records_terms v ON v.term = q.term AND {scope_sql}
+                           GROUP BY v.record_id, v.fts_rowid"""
+        rows = await self.db.fetchall(
+            partial_sql, (average, essential, [weights[w] for w in essential], *scope_params)
+        )
+        partial = {r[0]: (int(r[1]), float(r[2])) for r in rows if r[0] in wanted}
+        if len(partial) < k:
+            return None
+        threshold = sorted((s for _, s in partial.values()), reverse=True)[k - 1]
+        open_ids = [rid for rid, (_, s) in partial.items() if s + bound >= threshold]
+        full = {rid: partial[rid][1] for rid in open_ids}
+        if rest and open_ids:
+            added = await self.db.fetchall(
+                f"""SELECT v.record_id, {score} AS score
+                      FROM unnest(?::text[], ?::float8[]) AS q(term, idf)
+                      JOIN records_terms v ON v.term = q.term AND v.fts_rowid = ANY(?::bigint[])
+                     GROUP BY v.record_id""",
+                (average, [w for w, _ in rest], [f for _, f in rest], [partial[r][0] for r in open_ids]),
+            )
+            for rid, extra in added:
+                full[rid] += float(extra)
+        best = sorted(full.items(), key=lambda hit: (-hit[1], hit[0]))[:k]
+        return best if best[-1][1] >= bound else None
 
     async def _best_eligible(
         self, query: str, params: tuple[Any, ...], wanted: Set[str], k: int
