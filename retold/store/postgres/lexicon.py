@@ -15,15 +15,28 @@ from collections import Counter
 
 from retold.store.postgres.database import PgDatabase
 
-__all__ = ["TERMS_INDEXES", "tokenize_pending"]
+__all__ = [
+    "RECOUNT", "STATISTICS", "STATISTICS_CHECKS", "TERMS_INDEXES", "WEIGHTED_COLUMN", "WEIGHTS",
+    "essential_terms", "tokenize_pending",
+]  # fmt: skip
+
+# FTS5's column weights (content, subject, aliases); ``records_terms.weighted`` adds them up.
+WEIGHTS = (1, 2, 3)
 
 TERMS_INDEXES = (
-    # Postings by term and scope, covering every column BM25 reads: an index-only scan.
-    """CREATE INDEX IF NOT EXISTS records_terms_scoped ON records_terms(term, scope_kind, scope_id)
-       INCLUDE (record_id, content_tf, subject_tf, alias_tf, ntokens)""",
+    # Postings by term and scope, covering every column BM25 reads (an index-only scan), and
+    # within one weighted frequency ordered by length: one word's best records come first.
+    """CREATE INDEX IF NOT EXISTS records_terms_ranked
+       ON records_terms(term, scope_kind, scope_id, weighted, ntokens, record_id)
+       INCLUDE (content_tf, subject_tf, alias_tf, fts_rowid)""",
     # A record's own terms, covering the same: scoring a few candidates over every query word.
     """CREATE INDEX IF NOT EXISTS records_terms_doc ON records_terms(fts_rowid, term)
        INCLUDE (record_id, content_tf, subject_tf, alias_tf, ntokens)""",
+)
+
+WEIGHTED_COLUMN = (
+    f"weighted INTEGER GENERATED ALWAYS AS "
+    f"(content_tf * {WEIGHTS[0]} + subject_tf * {WEIGHTS[1]} + alias_tf * {WEIGHTS[2]}) STORED"
 )
 
 _BATCH = 2_000
@@ -88,3 +101,123 @@ def essential_terms(
         postings += df[i]
     rest = set(range(len(words))) - set(chosen)
     return [words[i] for i in chosen], sum(idf[i] * saturation for i in rest)
+
+
+# Counting the statistics afresh (a new layout, ``check --repair``).
+RECOUNT = (
+    "TRUNCATE records_fts_stats, records_term_counts",
+    """INSERT INTO records_fts_stats(scope_kind, scope_id, rows, tokens)
+       SELECT coalesce(scope_kind, ''), coalesce(scope_id, ''), count(*), sum(ntokens)
+         FROM records_fts GROUP BY 1, 2""",
+    """INSERT INTO records_term_counts(term, scope_kind, scope_id, n)
+       SELECT term, coalesce(scope_kind, ''), coalesce(scope_id, ''), count(*)
+         FROM records_terms GROUP BY 1, 2, 3""",
+)
+
+# The statistics BM25 reads, kept by triggers as postings come and go, so a search never
+# counts a long posting list: rows and tokens per scope (N and the average length), and
+# records per word and scope (document frequencies, inflection ranges).
+STATISTICS = (
+    'ALTER TABLE records_fts ADD COLUMN IF NOT EXISTS scope_kind TEXT COLLATE "C"',
+    'ALTER TABLE records_fts ADD COLUMN IF NOT EXISTS scope_id TEXT COLLATE "C"',
+    """CREATE OR REPLACE FUNCTION retold_fts_scope() RETURNS trigger LANGUAGE plpgsql AS $$
+       BEGIN
+         IF NEW.scope_kind IS NULL THEN
+           SELECT r.scope_kind, r.scope_id INTO NEW.scope_kind, NEW.scope_id
+             FROM records r WHERE r.id = NEW.record_id;
+         END IF;
+         RETURN NEW;
+       END $$""",
+    """CREATE TRIGGER records_fts_scope BEFORE INSERT ON records_fts
+       FOR EACH ROW EXECUTE FUNCTION retold_fts_scope()""",
+    """CREATE TABLE records_fts_stats (
+      scope_kind TEXT COLLATE "C" NOT NULL,
+      scope_id   TEXT COLLATE "C" NOT NULL,
+      rows       BIGINT NOT NULL,
+      tokens     BIGINT NOT NULL,
+      PRIMARY KEY (scope_kind, scope_id)
+    )""",
+    """CREATE TABLE records_term_counts (
+      term       TEXT COLLATE "C" NOT NULL,
+      scope_kind TEXT COLLATE "C" NOT NULL,
+      scope_id   TEXT COLLATE "C" NOT NULL,
+      n          BIGINT NOT NULL,
+      PRIMARY KEY (term, scope_kind, scope_id)
+    )""",
+    """CREATE FUNCTION retold_fts_added() RETURNS trigger LANGUAGE plpgsql AS $$
+       BEGIN
+         INSERT INTO records_fts_stats AS s (scope_kind, scope_id, rows, tokens)
+         SELECT coalesce(scope_kind, ''), coalesce(scope_id, ''), count(*), sum(ntokens)
+           FROM added GROUP BY 1, 2
+         ON CONFLICT (scope_kind, scope_id)
+         DO UPDATE SET rows = s.rows + excluded.rows, tokens = s.tokens + excluded.tokens;
+         RETURN NULL;
+       END $$""",
+    """CREATE FUNCTION retold_fts_removed() RETURNS trigger LANGUAGE plpgsql AS $$
+       BEGIN
+         UPDATE records_fts_stats s SET rows = s.rows - d.rows, tokens = s.tokens - d.tokens
+           FROM (SELECT coalesce(scope_kind, '') AS scope_kind, coalesce(scope_id, '') AS scope_id,
+                        count(*) AS rows, sum(ntokens) AS tokens
+                   FROM removed GROUP BY 1, 2) d
+          WHERE s.scope_kind = d.scope_kind AND s.scope_id = d.scope_id;
+         DELETE FROM records_fts_stats WHERE rows <= 0;
+         RETURN NULL;
+       END $$""",
+    """CREATE FUNCTION retold_terms_added() RETURNS trigger LANGUAGE plpgsql AS $$
+       BEGIN
+         INSERT INTO records_term_counts AS c (term, scope_kind, scope_id, n)
+         SELECT term, coalesce(scope_kind, ''), coalesce(scope_id, ''), count(*) FROM added GROUP BY 1, 2, 3
+         ON CONFLICT (term, scope_kind, scope_id) DO UPDATE SET n = c.n + excluded.n;
+         RETURN NULL;
+       END $$""",
+    """CREATE FUNCTION retold_terms_removed() RETURNS trigger LANGUAGE plpgsql AS $$
+       BEGIN
+         WITH d AS (SELECT term, coalesce(scope_kind, '') AS scope_kind, coalesce(scope_id, '') AS scope_id,
+                           count(*) AS n
+                      FROM removed GROUP BY 1, 2, 3)
+         UPDATE records_term_counts c SET n = c.n - d.n FROM d
+          WHERE c.term = d.term AND c.scope_kind = d.scope_kind AND c.scope_id = d.scope_id;
+         DELETE FROM records_term_counts c USING (SELECT DISTINCT term FROM removed) d
+          WHERE c.term = d.term AND c.n <= 0;
+         RETURN NULL;
+       END $$""",
+    # An UPDATE counts as the old rows leaving and the new ones arriving.
+    """CREATE TRIGGER records_fts_added AFTER INSERT ON records_fts
+       REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION retold_fts_added()""",
+    """CREATE TRIGGER records_fts_updated_new AFTER UPDATE ON records_fts
+       REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION retold_fts_added()""",
+    """CREATE TRIGGER records_fts_updated_old AFTER UPDATE ON records_fts
+       REFERENCING OLD TABLE AS removed FOR EACH STATEMENT EXECUTE FUNCTION retold_fts_removed()""",
+    """CREATE TRIGGER records_fts_removed AFTER DELETE ON records_fts
+       REFERENCING OLD TABLE AS removed FOR EACH STATEMENT EXECUTE FUNCTION retold_fts_removed()""",
+    """CREATE TRIGGER records_terms_added AFTER INSERT ON records_terms
+       REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION retold_terms_added()""",
+    """CREATE TRIGGER records_terms_updated_new AFTER UPDATE ON records_terms
+       REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION retold_terms_added()""",
+    """CREATE TRIGGER records_terms_updated_old AFTER UPDATE ON records_terms
+       REFERENCING OLD TABLE AS removed FOR EACH STATEMENT EXECUTE FUNCTION retold_terms_removed()""",
+    """CREATE TRIGGER records_terms_removed AFTER DELETE ON records_terms
+       REFERENCING OLD TABLE AS removed FOR EACH STATEMENT EXECUTE FUNCTION retold_terms_removed()""",
+    # Rows from before the triggers (the triggers above already hold the tables' locks).
+    """UPDATE records_fts f SET scope_kind = r.scope_kind, scope_id = r.scope_id
+         FROM records r WHERE r.id = f.record_id AND f.scope_kind IS NULL""",
+    *RECOUNT,
+)
+
+_RECOUNT = {
+    "records_fts_stats": (
+        "SELECT scope_kind, scope_id, rows, tokens FROM records_fts_stats",
+        """SELECT coalesce(scope_kind, ''), coalesce(scope_id, ''), count(*), sum(ntokens)
+             FROM records_fts GROUP BY 1, 2""",
+    ),
+    "records_term_counts": (
+        "SELECT term, scope_kind, scope_id, n FROM records_term_counts",
+        """SELECT term, coalesce(scope_kind, ''), coalesce(scope_id, ''), count(*)
+             FROM records_terms GROUP BY 1, 2, 3""",
+    ),
+}
+# For ``retold check``: how many rows of each kept statistic differ from a recount.
+STATISTICS_CHECKS = {
+    table: f"SELECT count(*) FROM (({kept}) EXCEPT ({recount}) UNION ALL (({recount}) EXCEPT ({kept}))) x"
+    for table, (kept, recount) in _RECOUNT.items()
+}

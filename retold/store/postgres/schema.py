@@ -26,7 +26,7 @@ from __future__ import annotations
 from retold.errors import SchemaVersionError, StoreError
 from retold.store.migrations import LATEST_VERSION, MIGRATIONS
 from retold.store.postgres.database import PgDatabase
-from retold.store.postgres.lexicon import TERMS_INDEXES, tokenize_pending
+from retold.store.postgres.lexicon import STATISTICS, TERMS_INDEXES, WEIGHTED_COLUMN, tokenize_pending
 from retold.store.postgres.vectors import fill_pending
 from retold.util import SystemClock, format_ts
 
@@ -180,6 +180,7 @@ _TABLES = (
       ntokens     INTEGER NOT NULL DEFAULT 0,
       scope_kind  {T},
       scope_id    {T},
+      {WEIGHTED_COLUMN},
       PRIMARY KEY (term, fts_rowid)
     )""",
     *TERMS_INDEXES,
@@ -358,7 +359,9 @@ async def migrate(db: PgDatabase) -> list[int]:
             return []
         for ddl in (*_FUNCTIONS, *_TABLES):
             await db.run_raw(ddl)
-        await _create_vectors(db)
+        for present, change in _LAYOUT:
+            if not await present(db):
+                await change(db)
         now = format_ts(SystemClock().now())
         for migration in MIGRATIONS:
             await db.execute(
@@ -396,6 +399,18 @@ async def _has_scoped_terms(db: PgDatabase) -> bool:
     return bool(await db.fetchval("SELECT to_regclass('records_terms_doc') IS NOT NULL"))
 
 
+async def _has_ranked_terms(db: PgDatabase) -> bool:
+    return bool(await db.fetchval("SELECT to_regclass('records_terms_ranked') IS NOT NULL"))
+
+
+async def _rank_terms(db: PgDatabase) -> None:
+    """Postings ordered within a word by weighted frequency and length."""
+    await db.run_raw(f"ALTER TABLE records_terms ADD COLUMN IF NOT EXISTS {WEIGHTED_COLUMN}")
+    await db.run_raw("DROP INDEX IF EXISTS records_terms_scoped")
+    for ddl in TERMS_INDEXES:
+        await db.run_raw(ddl)
+
+
 async def _scope_terms(db: PgDatabase) -> None:
     """Postings that carry their record's scope and length: tokenize every row again."""
     await db.run_raw(
@@ -404,8 +419,7 @@ async def _scope_terms(db: PgDatabase) -> None:
                                       ADD COLUMN IF NOT EXISTS scope_id {T}"""
     )
     await db.run_raw("DROP INDEX IF EXISTS records_terms_row")
-    for ddl in TERMS_INDEXES:
-        await db.run_raw(ddl)
+    await _rank_terms(db)
     await db.execute("UPDATE records_fts SET tokenized = false")
     await tokenize_pending(db)
 
@@ -416,7 +430,21 @@ async def _add_vectors(db: PgDatabase) -> None:
 
 
 # PostgreSQL-only changes since a database's tables were created, each detected by what it adds.
-_LAYOUT = ((_has_vectors, _add_vectors), (_has_scoped_terms, _scope_terms))
+async def _has_statistics(db: PgDatabase) -> bool:
+    return bool(await db.fetchval("SELECT to_regclass('records_term_counts') IS NOT NULL"))
+
+
+async def _keep_statistics(db: PgDatabase) -> None:
+    for ddl in STATISTICS:
+        await db.run_raw(ddl)
+
+
+_LAYOUT = (
+    (_has_vectors, _add_vectors),
+    (_has_scoped_terms, _scope_terms),
+    (_has_ranked_terms, _rank_terms),
+    (_has_statistics, _keep_statistics),
+)
 
 
 async def upgrade_layout(db: PgDatabase) -> None:

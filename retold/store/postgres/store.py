@@ -26,7 +26,7 @@ from typing import Any
 from retold.errors import StoreError
 from retold.models import Scope
 from retold.store.postgres.dialect import translate
-from retold.store.postgres.lexicon import essential_terms, tokenize_pending
+from retold.store.postgres.lexicon import RECOUNT, STATISTICS_CHECKS, essential_terms, tokenize_pending
 from retold.store.postgres.vectors import VectorSearchSettings, fill_pending, search_vectors
 from retold.store.rows import scope_clause
 from retold.store.search import LexicalIndex, TermStatistics, _Vocabulary
@@ -39,7 +39,8 @@ _K1 = 1.2
 _B = 0.75
 _WEIGHTS = (1.0, 2.0, 3.0)
 _ERASURE_TABLES = (
-    "records", "records_fts", "records_terms", "record_sources", "record_entities", "embeddings",
+    "records", "records_fts", "records_terms", "records_term_counts", "record_sources", "record_entities",
+    "embeddings",
     "entities", "entity_aliases", "events", "search_log", "session_turns", "sessions", "record_conflicts",
 )  # fmt: skip
 # MaxScore's candidate budget: postings read to find the records that can reach the top k.
@@ -118,10 +119,10 @@ class PgStore(Store):
         version = await self.records_version()
         index = None if self.db.in_transaction else cache.get((version, key))
         if index is None:
-            scope_sql, params = scope_clause(key, "r.")
+            scope_sql, params = scope_clause(key, "s.")
             row = await self.db.fetchone(
-                f"""SELECT count(*), coalesce(sum(f.ntokens), 0) FROM records_fts f
-                      JOIN records r ON r.id = f.record_id WHERE {scope_sql}""",
+                f"""SELECT coalesce(sum(s.rows), 0), coalesce(sum(s.tokens), 0)
+                      FROM records_fts_stats s WHERE {scope_sql}""",
                 params,
             )
             assert row is not None
@@ -147,13 +148,14 @@ class PgStore(Store):
     ) -> TermStatistics:
         """Document counts and stem ranges of the readable rows' vocabulary (``records_terms``)."""
         cache: _Vocabulary = index.vocabulary
-        where, params = await self._scoped_terms(index)
+        # Counts kept by triggers (lexicon.STATISTICS): no posting list is counted here.
+        scope_sql, params = scope_clause(index.scopes, "c.")
         for stem in dict.fromkeys(stems):
             if stem in cache.variants:
                 continue
             rows = await self.db.fetchall(
-                f"""SELECT v.term, count(*) FROM records_terms v {where}
-                       AND v.term >= ? AND v.term < ? GROUP BY v.term ORDER BY v.term LIMIT ?""",
+                f"""SELECT c.term, sum(c.n) FROM records_term_counts c WHERE {scope_sql}
+                       AND c.term >= ? AND c.term < ? GROUP BY c.term ORDER BY c.term LIMIT ?""",
                 (*params, stem, stem + "\U0010ffff", limit),
             )
             cache.variants[stem] = [(r[0], int(r[1])) for r in rows]
@@ -163,8 +165,8 @@ class PgStore(Store):
         if missing:
             marks = ", ".join("?" for _ in missing)
             rows = await self.db.fetchall(
-                f"""SELECT v.term, count(*) FROM records_terms v {where}
-                       AND v.term IN ({marks}) GROUP BY v.term""",
+                f"""SELECT c.term, sum(c.n) FROM records_term_counts c WHERE {scope_sql}
+                       AND c.term IN ({marks}) GROUP BY c.term""",
                 (*params, *missing),
             )
             found = {r[0]: int(r[1]) for r in rows}
@@ -268,12 +270,8 @@ class PgStore(Store):
             )
             if best is not None:
                 return await self._with_texts(best)
-        if len(words) == 1:  # one posting per record: nothing to add up
-            query = f"""SELECT v.record_id, ?::float8 * {saturated} AS score
-                          FROM records_terms v WHERE v.term = ? AND {scope_sql}
-                         ORDER BY score DESC, v.record_id
-                         LIMIT ?"""
-            best = await self._best_eligible(query, (idf[0], average, words[0], *scope_params), wanted, k)
+        if len(words) == 1:
+            best = await self._bm25_one_word(words[0], idf[0], saturated, index.scopes, average, wanted, k)
             return await self._with_texts(best)
         # Every readable posting of every word (one covering index, no join).
         query = f"""SELECT v.record_id, {score} AS score
@@ -284,6 +282,55 @@ class PgStore(Store):
                      LIMIT ?"""
         best = await self._best_eligible(query, (average, words, idf, *scope_params), wanted, k)
         return await self._with_texts(best)
+
+    async def _bm25_one_word(
+        self,
+        word: str,
+        idf: float,
+        saturated: str,
+        scopes: Sequence[Scope],
+        average: float,
+        wanted: Set[str],
+        k: int,
+    ) -> list[tuple[str, float]]:
+        """One word's best records without scoring every record that holds it.
+
+        Among the postings of one word, scope and weighted frequency, the score falls as
+        the record grows, so the index ``(term, scope, weighted, ntokens, record_id)`` lists
+        each group best first. Reading the first ``limit`` of every group is exact once every
+        group cut short ends below the k-th best eligible record; otherwise read further.
+        """
+        if not scopes:
+            return []
+        pairs = ", ".join("(?::text, ?::text)" for _ in scopes)
+        query = f"""SELECT c.record_id, c.score, c.level, s.kind, s.id
+                      FROM (VALUES {pairs}) AS s(kind, id)
+                      CROSS JOIN LATERAL generate_series(
+                          1, (SELECT max(m.weighted) FROM records_terms m
+                               WHERE m.term = ? AND m.scope_kind = s.kind AND m.scope_id = s.id)) AS w(level)
+                      CROSS JOIN LATERAL (
+                          SELECT v.record_id, ?::float8 * {saturated} AS score, w.level
+                            FROM records_terms v
+                           WHERE v.term = ? AND v.scope_kind = s.kind AND v.scope_id = s.id
+                                 AND v.weighted = w.level
+                           ORDER BY v.ntokens, v.record_id
+                           LIMIT ?) AS c"""
+        scope_params = [part for scope in scopes for part in (scope.kind, scope.id)]
+        limit = max(4 * k, 32)
+        while True:
+            rows = await self.db.fetchall(query, (*scope_params, word, idf, average, word, limit))
+            ranked = sorted(((r[0], float(r[1])) for r in rows), key=lambda hit: (-hit[1], hit[0]))
+            best = [hit for hit in ranked if hit[0] in wanted][:k]
+            groups: dict[tuple[Any, ...], list[tuple[str, float]]] = {}
+            for r in rows:
+                groups.setdefault((r[2], r[3], r[4]), []).append((r[0], float(r[1])))
+            # The last-ranked row of each group that was cut short; unread rows rank below it.
+            cut = [max(g, key=lambda hit: (-hit[1], hit[0])) for g in groups.values() if len(g) >= limit]
+            if not cut:
+                return best
+            if len(best) == k and all((-last[1], last[0]) > (-best[-1][1], best[-1][0]) for last in cut):
+                return best
+            limit *= 8
 
     async def _maxscore(
         self,
@@ -409,13 +456,19 @@ class PgStore(Store):
             problems.append(
                 f"records_fts index does not match its rows ({mismatched} row(s) with other terms)"
             )
+        for table, check in STATISTICS_CHECKS.items():
+            differ = int(await self.db.fetchval(check))
+            if differ:
+                problems.append(f"{table} does not match a recount of the lexical index ({differ} row(s))")
         return problems
 
     async def rebuild_fts_index(self) -> None:
-        """Tokenize every lexical row afresh and rewrite its terms."""
+        """Tokenize every lexical row afresh, rewrite its terms and recount the statistics."""
         async with self.db.transaction():
             await self.db.execute("UPDATE records_fts SET tokenized = false")
             await self._tokenize_pending()
+            for sql in RECOUNT:
+                await self.db.run_raw(sql)
 
     async def compact(self) -> bool:
         """Rewrite the tables an erasure touched so deleted text leaves their files.
@@ -451,6 +504,7 @@ class PgStore(Store):
         return list(
             await self.db.fetch_column(
                 """SELECT tablename FROM pg_tables WHERE schemaname = current_schema()
-                    AND tablename != 'records_terms' ORDER BY tablename"""
+                    AND tablename NOT IN ('records_terms', 'records_term_counts', 'records_fts_stats')
+                  ORDER BY tablename"""
             )
         )
