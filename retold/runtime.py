@@ -91,9 +91,12 @@ class Runtime:
         self.embedder = embedder
         self.judge = judge
         self.index = VectorIndex(embedder.name, embedder.version, embedder.dims)
-        # The search's dense generator: this index on SQLite, pgvector inside PostgreSQL.
+        # Dense search for searches and duplicate checks: this index on SQLite, pgvector inside
+        # PostgreSQL (where this process then holds no vectors).
         self.dense = dense_search_for(store, self.index, config.embedding, config.store)
-        self.ingestor = Ingestor(store, config, clock, embedder=embedder, judge=judge, index=self.index)
+        self.ingestor = Ingestor(
+            store, config, clock, embedder=embedder, judge=judge, index=self.index, dense=self.dense
+        )
         self.hooks = SessionHooks(store, config, clock, on_end=self._on_session_end)
         self.host = MemoryHost(store, clock, self.ingestor)
         self.ops = Operations(

@@ -11,13 +11,15 @@ return the same shapes, so the retriever does not know which one it has.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence, Set
+from datetime import datetime
 from typing import Any, Protocol
 
 import anyio
 import numpy as np
 
 from retold.index.vector import VectorIndex
+from retold.models import Scope
 
 __all__ = ["DenseSearch", "InProcessDense", "StoreDense", "dense_search_for"]
 
@@ -33,6 +35,18 @@ class DenseSearch(Protocol):
     ) -> list[tuple[str, float]]: ...
 
     async def cosine_lookup(self, record_ids: Sequence[str]) -> Callable[[str, str], float]: ...
+
+    # The write path's questions: records near a candidate, and vectors of records it judges.
+    keeps_vectors: bool
+
+    async def catch_up(self) -> None: ...
+
+    async def nearby(
+        self, vector: np.ndarray, scope: Scope, record_type: str, *, now: datetime, exclude: Set[str],
+        about: str | None, k: int,
+    ) -> list[tuple[str, float]]: ...  # fmt: skip
+
+    async def vectors(self, record_ids: Sequence[str]) -> dict[str, np.ndarray]: ...
 
 
 class InProcessDense:
@@ -56,6 +70,27 @@ class InProcessDense:
 
     async def cosine_lookup(self, record_ids: Sequence[str]) -> Callable[[str, str], float]:
         return self._index.cosine_lookup(record_ids)
+
+    keeps_vectors = True
+
+    async def catch_up(self) -> None:
+        await self._index.refresh(self._store, self._reload_max)
+
+    async def nearby(
+        self, vector: np.ndarray, scope: Scope, record_type: str, *, now: datetime, exclude: Set[str],
+        about: str | None, k: int,
+    ) -> list[tuple[str, float]]:  # fmt: skip
+        """The ``k`` live records of the type in the scope closest to ``vector``, but ``exclude``
+        and (``about``) the records about that entity."""
+        eligible = await self._store.eligible_ids([scope], now=now, types=[record_type])
+        seen = set(exclude)
+        if about is not None:
+            seen |= await self._store.subject_record_ids(scope, record_type, about)
+        return await anyio.to_thread.run_sync(self._index.search, vector, eligible - seen, k)
+
+    async def vectors(self, record_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        found = {rid: self._index.vector_for(rid) for rid in record_ids}
+        return {rid: vec for rid, vec in found.items() if vec is not None}
 
 
 class StoreDense:
@@ -95,6 +130,30 @@ class StoreDense:
             return float(gram[order[first_id]][order[second_id]])
 
         return lookup
+
+    keeps_vectors = False
+
+    async def catch_up(self) -> None:
+        """Nothing is held here: every read is the store's committed state."""
+
+    async def nearby(
+        self, vector: np.ndarray, scope: Scope, record_type: str, *, now: datetime, exclude: Set[str],
+        about: str | None, k: int,
+    ) -> list[tuple[str, float]]:  # fmt: skip
+        """As :meth:`InProcessDense.nearby`, with the filter in the statement (no id set is built)."""
+        return await self._store.vector_nearby(
+            vector, scope, record_type, now=now, exclude=exclude, about=about, k=k,
+            model=self._model, version=self._version, settings=self._settings,
+        )  # fmt: skip
+
+    async def vectors(self, record_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        blobs = await self._store.vectors_for(record_ids, self._model, self._version, self._dims)
+        out = {}
+        for rid, blob in blobs.items():
+            vec = np.frombuffer(blob, dtype=np.float32)
+            norm = float(np.linalg.norm(vec))
+            out[rid] = vec / norm if norm > 0 else vec.copy()
+        return out
 
 
 def dense_search_for(store: Any, index: VectorIndex, embedding: Any, store_config: Any) -> DenseSearch:

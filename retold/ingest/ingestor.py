@@ -72,14 +72,26 @@ class Ingestor:
         embedder: Any,
         judge: EquivalenceJudge,
         index: Any,
+        dense: Any = None,
     ) -> None:
+        from retold.index.dense import InProcessDense
+
         self._store = store
         self._config = config
         self._clock = clock
         self._embedder = embedder
         self._judge = judge
         self._index = index
-        self._persist = Persister(store, config, embedder=embedder, judge=judge, index=index)
+        # Where the duplicate checks find nearby records and judged vectors (retold.index.dense).
+        self._dense = dense or InProcessDense(index, store, config.embedding.incremental_reload_max)
+        self._persist = Persister(
+            store,
+            config,
+            embedder=embedder,
+            judge=judge,
+            index=index,
+            keeps_vectors=self._dense.keeps_vectors,
+        )
         # Decide-then-write must not interleave for one scope, or two copies of one fact
         # could both decide "create". Other scopes proceed in parallel.
         self._locks: dict[Scope, asyncio.Lock] = {}
@@ -436,7 +448,7 @@ class Ingestor:
         # write: another process's, or one of ours whose in-process update a cancellation
         # during its COMMIT skipped. Unrefreshed, such a record would be judged at cosine 0.
         with timer("dedup_search"):
-            await self._index.refresh(self._store, self._config.embedding.incremental_reload_max)
+            await self._dense.catch_up()
         scanned: list[Record] = []
         if record.type in ("semantic", "procedural") and record.subject_entity_id is not None:
             with timer("dedup_search"):
@@ -458,17 +470,18 @@ class Ingestor:
                 return decision, judged, truncated
 
         with timer("dedup_search"):
-            eligible = await self._store.eligible_ids(
-                [record.scope], now=self._clock.now(), types=[record.type]
-            )
             seen = {r.id for r in scanned}
-            if record.type != "episodic" and record.subject_entity_id is not None:
-                # Records about the same entity were judged in the attribute scan above.
-                seen |= await self._store.subject_record_ids(
-                    record.scope, record.type, record.subject_entity_id
-                )
-            # The multiply runs in a worker thread: at 50K records it would hold the loop ~20 ms.
-            hits = await anyio.to_thread.run_sync(self._index.search, vector, eligible - seen - retired, 10)
+            # Records about the same entity were judged in the attribute scan above.
+            about = record.subject_entity_id if record.type != "episodic" else None
+            hits = await self._dense.nearby(
+                vector,
+                record.scope,
+                record.type,
+                now=self._clock.now(),
+                exclude=seen | retired,
+                about=about,
+                k=10,
+            )
             nearby_ids = [rid for rid, cos in hits if cos >= cfg.dedup_candidate_cosine]
             nearby = await self._store.get_records(nearby_ids)
             if overlay is not None:
@@ -510,8 +523,9 @@ class Ingestor:
         if not others:
             return []
         cosines = []
+        stored = await self._dense.vectors([o.id for o in others])
         for other in others:
-            other_vec = self._index.vector_for(other.id)
+            other_vec = stored.get(other.id)
             if other_vec is None and overlay is not None:
                 other_vec = overlay.vector_for(other.id)
             cosines.append(float(np.dot(vector, other_vec)) if other_vec is not None else 0.0)

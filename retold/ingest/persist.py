@@ -45,13 +45,15 @@ class Persister:
     """Commits plans for the ingestor; holds nothing but its collaborators."""
 
     def __init__(
-        self, store: Store, config: Config, *, embedder: Any, judge: EquivalenceJudge, index: Any
-    ) -> None:
+        self, store: Store, config: Config, *, embedder: Any, judge: EquivalenceJudge, index: Any,
+        keeps_vectors: bool = True,
+    ) -> None:  # fmt: skip
         self._store = store
         self._config = config
         self._embedder = embedder
         self._judge = judge
         self._index = index
+        self._keeps_vectors = keeps_vectors  # False where the store searches its own vectors
 
     async def commit(
         self, plan: Plan, actor: str, timer: Timer, *, deferred: list[Callable[[], None]] | None = None
@@ -233,6 +235,8 @@ class Persister:
     def _index_update(
         self, touched: list[tuple[str, int]], vector: np.ndarray | None, new_id_: str | None
     ) -> None:
+        if not self._keeps_vectors:
+            return
         for record_id, version in touched:
             vec = vector if record_id == new_id_ else self._index.vector_for(record_id)
             if vec is not None:

@@ -48,8 +48,38 @@ _MUTABLE = frozenset(
 )  # fmt: skip
 _FTS_COLUMNS = frozenset({"content", "subject"})
 _HISTORY_STATUSES = ("provisional", "confirmed", "superseded", "expired")
-_UNEXPIRED = " AND (r.expires_at IS NULL OR r.expires_at > ?)"
+UNEXPIRED = " AND (r.expires_at IS NULL OR r.expires_at > ?)"
+_UNEXPIRED = UNEXPIRED
 _IN_LIST_MAX = 500  # ids bound as parameters; larger lists go through a temporary table
+
+
+def eligible_where(
+    scopes: Sequence[Scope],
+    *,
+    types: Sequence[str] | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    include_history: bool = False,
+    exclude_source_kinds: Sequence[str] = (),
+) -> tuple[str, list[Any]]:
+    """The hard filter's predicate over ``records r``, without the expiry bound (spec §10 step 3)."""
+    statuses = _HISTORY_STATUSES if include_history else ACTIVE_STATUSES
+    scope_sql, params = scope_clause(scopes, "r.")
+    where = f"{scope_sql} AND r.status IN ({', '.join('?' for _ in statuses)})"
+    params += statuses
+    if types:
+        where += f" AND r.type IN ({', '.join('?' for _ in types)})"
+        params += list(types)
+    if exclude_source_kinds:
+        where += f" AND r.source_kind NOT IN ({', '.join('?' for _ in exclude_source_kinds)})"
+        params += list(exclude_source_kinds)
+    if since is not None:
+        where += " AND r.event_at >= ?"
+        params.append(format_ts(since))
+    if until is not None:
+        where += " AND r.event_at <= ?"
+        params.append(format_ts(until))
+    return where, params
 
 
 class Store(
@@ -431,22 +461,10 @@ class Store(
         """
         if not scopes:
             return EligibleSet()
-        statuses = _HISTORY_STATUSES if include_history else ACTIVE_STATUSES
-        scope_sql, params = scope_clause(scopes, "r.")
-        where = f"{scope_sql} AND r.status IN ({', '.join('?' for _ in statuses)})"
-        params += statuses
-        if types:
-            where += f" AND r.type IN ({', '.join('?' for _ in types)})"
-            params += list(types)
-        if exclude_source_kinds:
-            where += f" AND r.source_kind NOT IN ({', '.join('?' for _ in exclude_source_kinds)})"
-            params += list(exclude_source_kinds)
-        if since is not None:
-            where += " AND r.event_at >= ?"
-            params.append(format_ts(since))
-        if until is not None:
-            where += " AND r.event_at <= ?"
-            params.append(format_ts(until))
+        where, params = eligible_where(
+            scopes, types=types, since=since, until=until, include_history=include_history,
+            exclude_source_kinds=exclude_source_kinds,
+        )  # fmt: skip
         if within is None:
             return await self._cached_eligible(where, params, include_history, now)
         if not include_history:

@@ -217,3 +217,39 @@ async def test_a_role_that_may_not_create_pgvector_gets_an_error_naming_the_fix(
         await Store.open(plain)
     with psycopg.connect(server_url(name), autocommit=True) as conn:  # nothing half-made
         assert conn.execute("SELECT to_regclass('records')").fetchone() == (None,)
+
+
+@pytest.mark.parametrize("exact_search_max", [2000, 1])  # exact comparisons; always the HNSW index
+async def test_the_write_path_on_postgresql_deduplicates_without_holding_vectors(
+    exact_search_max: int,
+) -> None:
+    from retold.config import Config
+    from retold.testing import FakeJudge
+
+    config = Config.model_validate({"store": {"exact_search_max": exact_search_max}})
+    same = FakeJudge({("Robin fed the bees at dawn", "At dawn Robin fed the bees"): "same"})
+    rt = await retold.open_runtime(fresh_database(), config, embedder=FakeEmbedder(DIMS), judge=same)
+    try:
+        await rt.host.provision_user("u1")
+        await rt.host.grant("a1", Scope("user", "u1"), read=True, write=True)
+        p = Principal("a1", "u1", "s1")
+        for i in range(30):  # neighbours for the index to walk past
+            await rt.tools.call(
+                p, "memory_write", {"type": "episodic", "content": f"Errand {i} went to plan"}
+            )
+        first = await rt.tools.call(
+            p, "memory_write", {"type": "episodic", "content": "Robin fed the bees at dawn"}
+        )
+        again = await rt.tools.call(
+            p, "memory_write", {"type": "episodic", "content": "At dawn Robin fed the bees"}
+        )
+        assert first["ok"] and again["ok"], (first, again)
+        # Not the same text: found by the nearby search (same words, cosine 1), then judged the same.
+        assert again["record_id"] == first["record_id"] and "reinforced" in again["outcome"], again
+        live = await rt.store.db.fetchval(
+            "SELECT count(*) FROM records WHERE content LIKE '%bees%' AND status != 'superseded'"
+        )
+        assert live == 1
+        assert len(rt.index) == 0  # nothing was loaded into this process to decide it
+    finally:
+        await rt.close()

@@ -56,7 +56,8 @@ async def test_erasing_a_record_leaves_a_tombstone_and_no_text(world: World) -> 
         world, "I deploy on Fridays.", "Aditya deploys on Fridays.", attribute="deploy_day"
     )
     store, ops = world.rt.store, world.rt.ops
-    row = world.rt.index.pos[rid]
+    row = world.rt.index.pos.get(rid)  # SQLite: this process's index holds it (PostgreSQL: none)
+    assert rid in await world.rt.dense.vectors([rid])
     before = await store.require_record(rid)
 
     report = await ops.erase(record=rid, reason="user asked", actor="ops")
@@ -88,9 +89,11 @@ async def test_erasing_a_record_leaves_a_tombstone_and_no_text(world: World) -> 
     # The transcript is the session's, not the record's: erasing the record leaves the turn.
     assert "quillfeather" not in (await all_text(world, but=("session_turns",))).lower()
     assert "quilltag" not in await all_text(world)
-    # This process forgot the vector too: hidden and zeroed, not merely flagged.
+    # The vector is gone from the store, and this process forgot it too: hidden and zeroed.
+    assert await world.rt.dense.vectors([rid]) == {}
     assert world.rt.index.vector_for(rid) is None
-    assert not np.any(world.rt.index._state.matrix[row])
+    assert row is None or not np.any(world.rt.index._state.matrix[row])
+    assert (row is None) == (world.rt.store.dialect == "postgresql")
     response = await world.rt.search(world.p, SearchRequest(queries=["quillfeather answers"]))
     assert rid not in {r.record.id for r in response.results}
     # The other record is untouched, and the store checks clean.
@@ -111,7 +114,7 @@ async def test_erase_without_apply_reports_and_changes_nothing(world: World) -> 
     assert dry.search_logs == 1
     assert dry.summary().startswith("would erase user:u1: ")
     assert await table_rows(store) == fingerprint
-    assert world.rt.index.vector_for(rid) is not None
+    assert rid in await world.rt.dense.vectors([rid])
     done = await world.rt.ops.erase(user="u1", reason="request 7")
     assert (done.records, done.sessions, done.turns, done.search_logs) == (
         dry.records, dry.sessions, dry.turns, dry.search_logs,

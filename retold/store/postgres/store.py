@@ -21,16 +21,19 @@ import math
 import re
 from collections.abc import AsyncIterator, Iterable, Sequence, Set
 from contextlib import asynccontextmanager
+from datetime import datetime
 from typing import Any
 
 from retold.errors import StoreError
 from retold.models import Scope
+from retold.store.eligible import EligibleSet
 from retold.store.postgres.dialect import translate
 from retold.store.postgres.lexicon import RECOUNT, STATISTICS_CHECKS, essential_terms, tokenize_pending
 from retold.store.postgres.vectors import VectorSearchSettings, fill_pending, search_vectors
 from retold.store.rows import scope_clause
 from retold.store.search import LexicalIndex, TermStatistics, _Vocabulary
-from retold.store.store import Store
+from retold.store.store import UNEXPIRED, Store, eligible_where
+from retold.util import format_ts
 
 __all__ = ["PgStore"]
 
@@ -86,6 +89,47 @@ class PgStore(Store):
     # --- dense search ------------------------------------------------------------------------
 
     searches_vectors = True
+
+    async def vector_nearby(
+        self,
+        vector: Any,
+        scope: Scope,
+        record_type: str,
+        *,
+        now: datetime,
+        exclude: Set[str],
+        about: str | None,
+        k: int,
+        model: str,
+        version: str,
+        settings: VectorSearchSettings,
+    ) -> list[tuple[str, float]]:
+        """The write path's nearby search: live records of the type in the scope closest to ``vector``.
+
+        Without ``exclude`` and, with ``about``, the records about that entity (already judged).
+        The filter is in the statement; no id set is built, however many records the scope holds.
+        """
+        where, params = eligible_where([scope], types=[record_type])
+        where += UNEXPIRED
+        params.append(format_ts(now))
+        if about is not None:
+            where += " AND (r.subject_entity_id IS DISTINCT FROM ? OR r.type != ?)"
+            params += [about, record_type]
+        if exclude:
+            where += " AND r.id <> ALL(?::text[])"
+            params.append(sorted(exclude))
+        size = int(
+            await self.db.fetchval(
+                f"SELECT count(*) FROM (SELECT 1 FROM records r WHERE {where} LIMIT ?) x",
+                (*params, settings.exact_search_max + 1),
+            )
+        )
+        if self.db.in_transaction:
+            await self._vectorize_pending()
+        predicate = EligibleSet(where=where, params=tuple(params))
+        return await search_vectors(
+            self.db, vector, predicate, k, model=model, version=version, settings=settings, size=size
+        )
 
     async def vector_search(
         self,

@@ -116,18 +116,24 @@ async def search_vectors(
     model: str,
     version: str,
     settings: VectorSearchSettings,
+    size: int | None = None,
 ) -> list[tuple[str, float]]:
-    """The ``k`` eligible records nearest the queries as ``(record_id, cosine)``, best first."""
+    """The ``k`` eligible records nearest the queries as ``(record_id, cosine)``, best first.
+
+    ``eligible`` is an id set, or carries ``where``/``params`` (a predicate over ``records
+    r``); ``size`` is how many records the predicate admits when the ids are not at hand.
+    """
     queries = np.asarray(queries, dtype=np.float32)
     if queries.ndim == 1:
         queries = queries[None, :]
-    if k <= 0 or queries.shape[0] == 0 or not eligible:
+    size = len(eligible) if size is None else size
+    if k <= 0 or queries.shape[0] == 0 or size <= 0:
         return []
     dims = int(queries.shape[1])
     norms = np.linalg.norm(queries, axis=1, keepdims=True)
     queries = np.divide(queries, norms, out=np.zeros_like(queries), where=norms > 0)
     where: str | None = getattr(eligible, "where", None)
-    exact = len(eligible) <= settings.exact_search_max or dims > 2_000
+    exact = size <= settings.exact_search_max or dims > 2_000
     if where is not None:
         join = f"JOIN records r ON r.id = e.record_id AND {where}"
         join_params: tuple[Any, ...] = tuple(getattr(eligible, "params", ()))
