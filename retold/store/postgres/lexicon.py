@@ -11,6 +11,7 @@ one covering index), its per-column term frequencies and its length in tokens.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 
 from retold.store.postgres.database import PgDatabase
@@ -63,7 +64,10 @@ async def tokenize_pending(db: PgDatabase) -> None:
         for rowid, record_id, content, subject, aliases, scope_kind, scope_id in rows:
             columns = [list(fts_tokens(text or "")) for text in (content, subject, aliases)]
             size = sum(len(c) for c in columns)
-            updates.append((*columns, size, rowid))
+            updates.append(
+                {"rowid": rowid, "c": columns[0], "s": columns[1], "a": columns[2], "n": size,
+                 "k": scope_kind, "i": scope_id}
+            )  # fmt: skip
             counted = [Counter(c) for c in columns]
             terms.extend(
                 (term, rowid, record_id, counted[0][term], counted[1][term], counted[2][term], size,
@@ -72,10 +76,14 @@ async def tokenize_pending(db: PgDatabase) -> None:
             )  # fmt: skip
         stale = [r[0] for r in rows]
         await db.execute("DELETE FROM records_terms WHERE fts_rowid = ANY(?::bigint[])", (stale,))
-        await db.executemany(
-            """UPDATE records_fts SET content_tokens = ?, subject_tokens = ?, alias_tokens = ?,
-                      ntokens = ?, tokenized = true WHERE rowid = ?""",
-            updates,
+        # One statement for the batch: the statistics triggers run once per statement.
+        await db.execute(
+            """UPDATE records_fts f SET content_tokens = v.c, subject_tokens = v.s, alias_tokens = v.a,
+                      ntokens = v.n, scope_kind = v.k, scope_id = v.i, tokenized = true
+                 FROM jsonb_to_recordset(?::jsonb)
+                      AS v(rowid bigint, c text[], s text[], a text[], n int, k text, i text)
+                WHERE f.rowid = v.rowid""",
+            (json.dumps(updates),),
         )
         await db.copy_rows("records_terms", _TERM_COLUMNS, terms)
 
@@ -108,7 +116,7 @@ RECOUNT = (
     "TRUNCATE records_fts_stats, records_term_counts",
     """INSERT INTO records_fts_stats(scope_kind, scope_id, rows, tokens)
        SELECT coalesce(scope_kind, ''), coalesce(scope_id, ''), count(*), sum(ntokens)
-         FROM records_fts GROUP BY 1, 2""",
+         FROM records_fts WHERE tokenized GROUP BY 1, 2""",
     """INSERT INTO records_term_counts(term, scope_kind, scope_id, n)
        SELECT term, coalesce(scope_kind, ''), coalesce(scope_id, ''), count(*)
          FROM records_terms GROUP BY 1, 2, 3""",
@@ -120,16 +128,6 @@ RECOUNT = (
 STATISTICS = (
     'ALTER TABLE records_fts ADD COLUMN IF NOT EXISTS scope_kind TEXT COLLATE "C"',
     'ALTER TABLE records_fts ADD COLUMN IF NOT EXISTS scope_id TEXT COLLATE "C"',
-    """CREATE OR REPLACE FUNCTION retold_fts_scope() RETURNS trigger LANGUAGE plpgsql AS $$
-       BEGIN
-         IF NEW.scope_kind IS NULL THEN
-           SELECT r.scope_kind, r.scope_id INTO NEW.scope_kind, NEW.scope_id
-             FROM records r WHERE r.id = NEW.record_id;
-         END IF;
-         RETURN NEW;
-       END $$""",
-    """CREATE TRIGGER records_fts_scope BEFORE INSERT ON records_fts
-       FOR EACH ROW EXECUTE FUNCTION retold_fts_scope()""",
     """CREATE TABLE records_fts_stats (
       scope_kind TEXT COLLATE "C" NOT NULL,
       scope_id   TEXT COLLATE "C" NOT NULL,
@@ -148,7 +146,7 @@ STATISTICS = (
        BEGIN
          INSERT INTO records_fts_stats AS s (scope_kind, scope_id, rows, tokens)
          SELECT coalesce(scope_kind, ''), coalesce(scope_id, ''), count(*), sum(ntokens)
-           FROM added GROUP BY 1, 2
+           FROM added WHERE tokenized GROUP BY 1, 2
          ON CONFLICT (scope_kind, scope_id)
          DO UPDATE SET rows = s.rows + excluded.rows, tokens = s.tokens + excluded.tokens;
          RETURN NULL;
@@ -158,7 +156,7 @@ STATISTICS = (
          UPDATE records_fts_stats s SET rows = s.rows - d.rows, tokens = s.tokens - d.tokens
            FROM (SELECT coalesce(scope_kind, '') AS scope_kind, coalesce(scope_id, '') AS scope_id,
                         count(*) AS rows, sum(ntokens) AS tokens
-                   FROM removed GROUP BY 1, 2) d
+                   FROM removed WHERE tokenized GROUP BY 1, 2) d
           WHERE s.scope_kind = d.scope_kind AND s.scope_id = d.scope_id;
          DELETE FROM records_fts_stats WHERE rows <= 0;
          RETURN NULL;
@@ -181,9 +179,8 @@ STATISTICS = (
           WHERE c.term = d.term AND c.n <= 0;
          RETURN NULL;
        END $$""",
-    # An UPDATE counts as the old rows leaving and the new ones arriving.
-    """CREATE TRIGGER records_fts_added AFTER INSERT ON records_fts
-       REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION retold_fts_added()""",
+    # Only tokenized rows count (a new row is counted when it is tokenized, before its
+    # transaction commits); an UPDATE counts as the old rows leaving and the new arriving.
     """CREATE TRIGGER records_fts_updated_new AFTER UPDATE ON records_fts
        REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION retold_fts_added()""",
     """CREATE TRIGGER records_fts_updated_old AFTER UPDATE ON records_fts
@@ -200,7 +197,7 @@ STATISTICS = (
        REFERENCING OLD TABLE AS removed FOR EACH STATEMENT EXECUTE FUNCTION retold_terms_removed()""",
     # Rows from before the triggers (the triggers above already hold the tables' locks).
     """UPDATE records_fts f SET scope_kind = r.scope_kind, scope_id = r.scope_id
-         FROM records r WHERE r.id = f.record_id AND f.scope_kind IS NULL""",
+         FROM records r WHERE r.id = f.record_id AND f.scope_kind IS DISTINCT FROM r.scope_kind""",
     *RECOUNT,
 )
 
@@ -208,7 +205,7 @@ _RECOUNT = {
     "records_fts_stats": (
         "SELECT scope_kind, scope_id, rows, tokens FROM records_fts_stats",
         """SELECT coalesce(scope_kind, ''), coalesce(scope_id, ''), count(*), sum(ntokens)
-             FROM records_fts GROUP BY 1, 2""",
+             FROM records_fts WHERE tokenized GROUP BY 1, 2""",
     ),
     "records_term_counts": (
         "SELECT term, scope_kind, scope_id, n FROM records_term_counts",
