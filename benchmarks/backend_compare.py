@@ -96,7 +96,11 @@ async def measure_one(location: str, n: int, searches: int, writes: int) -> dict
         write_ms = await _write_latency(rt, writes)
     finally:
         await rt.close()
-    throughput = await asyncio.to_thread(clients_throughput, location)
+    try:
+        throughput = await asyncio.to_thread(clients_throughput, location)
+    except (RuntimeError, subprocess.TimeoutExpired) as exc:  # e.g. out of memory: 4 copies of the index
+        print(f"4-client run on {location.split('?')[0]} did not complete: {exc}", file=sys.stderr)
+        throughput = float("nan")
     samples = data["samples"]
 
     def pct(stage: str) -> tuple[float, float]:

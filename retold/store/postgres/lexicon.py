@@ -51,14 +51,19 @@ async def tokenize_pending(db: PgDatabase) -> None:
     """Tokenize every ``records_fts`` row written or changed in this transaction."""
     from retold.retrieve.lexical import fts_tokens
 
+    after = 0
     while True:
+        # Onward from the last row done: the partial index keeps the entries of rows tokenized
+        # earlier in this transaction until it commits, and rescanning them made loads quadratic.
         rows = await db.fetchall(
             f"""SELECT f.rowid, f.record_id, f.content, f.subject, f.aliases, r.scope_kind, r.scope_id
                   FROM records_fts f LEFT JOIN records r ON r.id = f.record_id
-                 WHERE NOT f.tokenized LIMIT {_BATCH}"""
+                 WHERE NOT f.tokenized AND f.rowid > ? ORDER BY f.rowid LIMIT {_BATCH}""",
+            (after,),
         )
         if not rows:
             return
+        after = rows[-1][0]
         updates = []
         terms = []
         for rowid, record_id, content, subject, aliases, scope_kind, scope_id in rows:

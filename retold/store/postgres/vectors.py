@@ -59,12 +59,17 @@ async def fill_pending(
     time a vector of that size is written.
     """
     new_dims: set[int] = set()
+    after = ""
     while True:
+        # Onward from the last row filled (see lexicon.tokenize_pending: no rescans of filled rows).
         rows = await db.fetchall(
-            f"SELECT record_id, dims, vector FROM embeddings WHERE embedding IS NULL LIMIT {_FILL_BATCH}"
+            f"""SELECT record_id, dims, vector FROM embeddings WHERE embedding IS NULL AND record_id > ?
+                 ORDER BY record_id LIMIT {_FILL_BATCH}""",
+            (after,),
         )
         if not rows:
             break
+        after = rows[-1][0]
         new_dims |= {int(r[1]) for r in rows} - indexed_dims
         await db.execute(
             """UPDATE embeddings e SET embedding = v.embedding::vector
