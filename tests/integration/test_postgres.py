@@ -264,10 +264,10 @@ async def test_maxscore_pruning_ranks_exactly_as_fts5(
     """Common and rare words, a filtered eligible set: the pruned ranking equals FTS5's."""
     import random
 
-    import retold.store.postgres.store as pg_store
+    import retold.store.postgres.bm25 as pg_bm25
     from retold.testing import record_for_tests
 
-    monkeypatch.setattr(pg_store, "_CANDIDATE_POSTINGS", 60)  # prune at this small size
+    monkeypatch.setattr(pg_bm25, "_CANDIDATE_POSTINGS", 60)  # prune at this small size
     rng = random.Random(3)
     vocab = [f"w{i}" for i in range(300)]
 

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from typing import Any
+
+import anyio
 
 from retold.store.postgres.database import PgDatabase
 
@@ -47,10 +50,30 @@ _TERM_COLUMNS = (
 )  # fmt: skip
 
 
-async def tokenize_pending(db: PgDatabase) -> None:
-    """Tokenize every ``records_fts`` row written or changed in this transaction."""
+def _tokenize(rows: list[Any]) -> tuple[str, list[tuple[Any, ...]]]:
+    """A batch's token columns (as the JSON the UPDATE reads) and its ``records_terms`` rows."""
     from retold.retrieve.lexical import fts_tokens
 
+    updates = []
+    terms = []
+    for rowid, record_id, content, subject, aliases, scope_kind, scope_id in rows:
+        columns = [list(fts_tokens(text or "")) for text in (content, subject, aliases)]
+        size = sum(len(c) for c in columns)
+        updates.append(
+            {"rowid": rowid, "c": columns[0], "s": columns[1], "a": columns[2], "n": size,
+             "k": scope_kind, "i": scope_id}
+        )  # fmt: skip
+        counted = [Counter(c) for c in columns]
+        terms.extend(
+            (term, rowid, record_id, counted[0][term], counted[1][term], counted[2][term], size,
+             scope_kind, scope_id)
+            for term in sorted({t for c in columns for t in c})
+        )  # fmt: skip
+    return json.dumps(updates), terms
+
+
+async def tokenize_pending(db: PgDatabase) -> None:
+    """Tokenize every ``records_fts`` row written or changed in this transaction."""
     after = 0
     while True:
         # Onward from the last row done: the partial index keeps the entries of rows tokenized
@@ -64,21 +87,8 @@ async def tokenize_pending(db: PgDatabase) -> None:
         if not rows:
             return
         after = rows[-1][0]
-        updates = []
-        terms = []
-        for rowid, record_id, content, subject, aliases, scope_kind, scope_id in rows:
-            columns = [list(fts_tokens(text or "")) for text in (content, subject, aliases)]
-            size = sum(len(c) for c in columns)
-            updates.append(
-                {"rowid": rowid, "c": columns[0], "s": columns[1], "a": columns[2], "n": size,
-                 "k": scope_kind, "i": scope_id}
-            )  # fmt: skip
-            counted = [Counter(c) for c in columns]
-            terms.extend(
-                (term, rowid, record_id, counted[0][term], counted[1][term], counted[2][term], size,
-                 scope_kind, scope_id)
-                for term in sorted({t for c in columns for t in c})
-            )  # fmt: skip
+        # Tokenizing a batch takes milliseconds of CPU: off the event loop.
+        updates, terms = await anyio.to_thread.run_sync(_tokenize, rows)
         stale = [r[0] for r in rows]
         await db.execute("DELETE FROM records_terms WHERE fts_rowid = ANY(?::bigint[])", (stale,))
         # One statement for the batch: the statistics triggers run once per statement.
@@ -88,7 +98,7 @@ async def tokenize_pending(db: PgDatabase) -> None:
                  FROM jsonb_to_recordset(?::jsonb)
                       AS v(rowid bigint, c text[], s text[], a text[], n int, k text, i text)
                 WHERE f.rowid = v.rowid""",
-            (json.dumps(updates),),
+            (updates,),
         )
         await db.copy_rows("records_terms", _TERM_COLUMNS, terms)
 

@@ -27,6 +27,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any
 
+import anyio
 import numpy as np
 
 from retold.store.postgres.database import PgDatabase
@@ -75,15 +76,17 @@ async def fill_pending(
             """UPDATE embeddings e SET embedding = v.embedding::vector
                  FROM unnest(?::text[], ?::text[]) AS v(embedding, record_id)
                 WHERE e.record_id = v.record_id""",
-            (
-                [_literal(np.frombuffer(bytes(r[2]), dtype=np.float32, count=int(r[1]))) for r in rows],
-                [r[0] for r in rows],
-            ),
+            (await anyio.to_thread.run_sync(_literals, rows), [r[0] for r in rows]),
         )
     # After the rows: building an index over many rows at once is faster than inserting each.
     for dims in sorted(new_dims):
         await ensure_hnsw(db, dims, m=m, ef_construction=ef_construction)
         indexed_dims.add(dims)
+
+
+def _literals(rows: list[Any]) -> list[str]:
+    """pgvector's text form of each row's stored bytes (CPU work: run in a worker thread)."""
+    return [_literal(np.frombuffer(bytes(r[2]), dtype=np.float32, count=int(r[1]))) for r in rows]
 
 
 def _index_name(dims: int) -> str:
