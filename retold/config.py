@@ -46,6 +46,7 @@ __all__ = [
     "GateConfig",
     "GateFloors",
     "IngestionConfig",
+    "IntegrationsConfig",
     "PolicyConfig",
     "Provider",
     "RerankerConfig",
@@ -737,6 +738,27 @@ class SessionsConfig(_Block):
     )
 
 
+class IntegrationsConfig(_Block):
+    """How surfaces that carry no retold vocabulary write (LangGraph ``BaseStore``, CrewAI ``Memory``)."""
+
+    store_source_kind: Literal["agent_inference", "tool_result", "user_statement"] = Field(
+        "agent_inference",
+        description=(
+            "The source kind of a write through the LangGraph store or CrewAI's Memory when it "
+            "carries no evidence: the agent's own claim by default (provisional, lowest rank). A "
+            "write whose value carries `evidence` quoting the user's turns is a user_statement "
+            "whatever this says. One of agent_inference, tool_result, user_statement."
+        ),
+    )
+    default_session_id: _Name = Field(
+        "default",
+        description=(
+            "The session a store or Memory write is recorded under when no run names one (no "
+            "`thread_id` in the run config). A non-empty string."
+        ),
+    )
+
+
 # --------------------------------------------------------------------------- the whole file
 
 
@@ -754,6 +776,9 @@ class Config(_Block):
     ingestion: IngestionConfig = Field(default_factory=IngestionConfig, description="Writes and extraction.")
     policy: PolicyConfig = Field(default_factory=PolicyConfig, description="Source authority.")
     sessions: SessionsConfig = Field(default_factory=SessionsConfig, description="Transcript retention.")
+    integrations: IntegrationsConfig = Field(
+        default_factory=IntegrationsConfig, description="The LangGraph store, CrewAI Memory and MCP surfaces."
+    )
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> Config:
