@@ -7,6 +7,9 @@
         await rt.host.provision_user("u1", aliases=["Aditya"])
         await rt.host.grant("planner", Scope("user", "u1"), read=True, write=True)
 
+    with retold.open_runtime_sync("memory.sqlite") as rt:      # the same API without await
+        rt.host.provision_user("u1")
+
 Importing this package stays cheap: frameworks and models load only when used.
 """
 
@@ -40,6 +43,7 @@ from retold.models import (
 from retold.policy.prompt import policy_text
 from retold.retrieve.render import render_search
 from retold.runtime import Runtime, open_runtime
+from retold.sync import SyncRuntime, open_runtime_sync
 
 __version__ = "0.1.0"
 
@@ -67,10 +71,12 @@ __all__ = [
     "SessionKey",
     "StoreClosedError",
     "StoreError",
+    "SyncRuntime",
     "Turn",
     "__version__",
     "load_config",
     "open_runtime",
+    "open_runtime_sync",
     "policy_text",
     "render_search",
 ]

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import inspect
 import threading
 import weakref
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from retold.errors import InvalidArgumentError
+from retold.errors import InvalidArgumentError, StoreClosedError
 
 if TYPE_CHECKING:
     from retold.runtime import Runtime
@@ -91,8 +92,15 @@ class RuntimePortal:
 
     def run(self, awaitable: Awaitable[T]) -> T:
         """Await ``awaitable`` on the portal's loop and return its result (blocking)."""
-        if running_loop() is self.loop:
-            raise RuntimeError("RuntimePortal.run was called on the portal's own loop; await it instead")
+        refusal: Exception | None = None
+        if self.loop.is_closed():
+            refusal = StoreClosedError("this retold runtime has been closed; open a new one")
+        elif running_loop() is self.loop:
+            refusal = RuntimeError("RuntimePortal.run was called on the portal's own loop; await it instead")
+        if refusal is not None:
+            if inspect.iscoroutine(awaitable):
+                awaitable.close()  # refused before it started: no "never awaited" warning
+            raise refusal
         return asyncio.run_coroutine_threadsafe(_await(awaitable), self.loop).result()
 
     def close(self) -> None:

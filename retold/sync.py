@@ -1,0 +1,199 @@
+"""retold without ``await``: for scripts, notebooks and frameworks that only call synchronously.
+
+    import retold
+    from retold import Principal, Scope, SearchRequest
+
+    with retold.open_runtime_sync("memory.sqlite") as rt:
+        rt.host.provision_user("u1")
+        rt.host.grant("planner", Scope("user", "u1"), read=True, write=True)
+        p = Principal(agent_id="planner", user_id="u1", session_id="s1")
+        rt.tools.call(p, "memory_write", {...})
+        response = rt.search(p, SearchRequest(queries=["answer style"]))
+
+The async :class:`~retold.runtime.Runtime` stays the engine and the primary API. This facade
+opens it on a :class:`~retold.adapters.portal.RuntimePortal`: one long-lived event-loop thread
+that owns the store for its whole life. Every call is handed to that loop and waited for, so
+it is safe from any number of threads, from a notebook whose own loop is running, and from
+code that never saw an event loop; nothing starts a loop per call. Adapters built on
+``rt.runtime`` (``CrewAIMemory``, ``RetoldMiddleware``, ``RetoldStore``) find the portal's loop
+by themselves.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import weakref
+from collections.abc import Callable
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from retold.adapters.portal import RuntimePortal, running_loop
+
+if TYPE_CHECKING:
+    from retold.config import Config
+    from retold.ingest.extraction_run import ExtractionResult
+    from retold.models import Principal, SearchRequest, SearchResponse, SessionKey
+    from retold.runtime import Runtime
+
+__all__ = ["Blocking", "SyncRuntime", "open_runtime_sync"]
+
+
+async def _invoke(method: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Call on the owning loop, awaiting what the call returns when it is awaitable."""
+    result = method(*args, **kwargs)
+    if inspect.isawaitable(result):
+        result = await result
+    return result
+
+
+def _close_quietly(portal: RuntimePortal) -> None:
+    """Close from a finalizer, which may run on any thread, the portal's own included."""
+    if portal.loop.is_running() and running_loop() is portal.loop:
+        # Collected on the loop's own thread: it cannot wait for itself; close there, then stop.
+        runtime = portal.runtime
+        if runtime is not None and not runtime.closed:
+            task = portal.loop.create_task(runtime.close())
+            task.add_done_callback(lambda _: portal.loop.stop())
+        else:
+            portal.loop.stop()
+        return
+    portal.close()
+
+
+class Blocking:
+    """One of the runtime's services (``host``, ``hooks``, ``tools``, ``ops``) with blocking methods.
+
+    Every method runs on the runtime's loop, sync ones included: the services share one store
+    connection and its caches, which belong to that loop's thread. Plain attributes are read
+    as they are.
+    """
+
+    def __init__(self, target: Any, portal: RuntimePortal) -> None:
+        self._target = target
+        self._portal = portal
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._target, name)
+        if name.startswith("_") or not callable(value) or inspect.isclass(value):
+            return value
+        portal = self._portal
+
+        def blocking(*args: Any, **kwargs: Any) -> Any:
+            return portal.run(_invoke(value, args, kwargs))
+
+        blocking.__name__ = name
+        blocking.__doc__ = getattr(value, "__doc__", None)
+        return blocking
+
+    def __dir__(self) -> list[str]:
+        return sorted(set(dir(self._target)) | set(super().__dir__()))
+
+    def __repr__(self) -> str:
+        return f"<blocking {type(self._target).__name__}>"
+
+
+class SyncRuntime:
+    """The runtime's API without ``await``: what :func:`open_runtime_sync` returns.
+
+    ``rt.search``, ``rt.extract_session``, ``rt.host.*``, ``rt.hooks.*``, ``rt.tools.*`` and
+    ``rt.ops.*`` take the same arguments as on :class:`~retold.runtime.Runtime` and return the
+    same values; errors are the same exceptions. ``rt.runtime`` is the async runtime itself, for
+    adapters and for :meth:`run`.
+    """
+
+    def __init__(self, portal: RuntimePortal) -> None:
+        if portal.runtime is None:
+            raise ValueError("the portal has no open runtime")
+        self._portal = portal
+        self.runtime: Runtime = portal.runtime
+        self.host = Blocking(self.runtime.host, portal)
+        self.hooks = Blocking(self.runtime.hooks, portal)
+        self.tools = Blocking(self.runtime.tools, portal)
+        self.ops = Blocking(self.runtime.ops, portal)
+        # An unclosed facade still closes its store (and stops its thread) when collected or at exit.
+        self._finalizer = weakref.finalize(self, _close_quietly, portal)
+
+    @property
+    def config(self) -> Config:
+        return self.runtime.config
+
+    @property
+    def closed(self) -> bool:
+        return self.runtime.closed
+
+    @property
+    def search_graph(self) -> Any:
+        return self.runtime.search_graph
+
+    @property
+    def extraction_graph(self) -> Any:
+        return self.runtime.extraction_graph
+
+    def run(self, awaitable: Any) -> Any:
+        """Await anything on the runtime's loop, e.g. ``rt.run(rt.runtime.search_graph.ainvoke(...))``."""
+        return self._portal.run(awaitable)
+
+    def search(self, principal: Principal, request: SearchRequest) -> SearchResponse:
+        """:meth:`Runtime.search <retold.runtime.Runtime.search>`, blocking."""
+        response: SearchResponse = self._portal.run(self.runtime.search(principal, request))
+        return response
+
+    def extract_session(
+        self, session_id: str | SessionKey, *, force: bool = False, actor: str | None = None
+    ) -> ExtractionResult:
+        """:meth:`Runtime.extract_session <retold.runtime.Runtime.extract_session>`, blocking."""
+        result: ExtractionResult = self._portal.run(
+            self.runtime.extract_session(session_id, force=force, actor=actor)
+        )
+        return result
+
+    def join_background(self) -> None:
+        """Wait until every extraction scheduled so far has finished."""
+        self._portal.run(self.runtime.join_background())
+
+    def warm(self) -> None:
+        """Load the embedder and the vector index now, so the first search pays nothing."""
+        self._portal.run(self.runtime.warm())
+
+    def __getattr__(self, name: str) -> Any:
+        # Runtime methods added later (and any not spelled out above) block the same way.
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(Blocking(self.runtime, self._portal), name)
+
+    def close(self, *, cancel_background: bool = False) -> None:
+        """Finish (or cancel) scheduled extractions, close the store, stop the loop thread.
+
+        Calling it again does nothing.
+        """
+        if self._portal.loop.is_closed():
+            return
+        try:
+            if not self.runtime.closed:
+                self._portal.run(self.runtime.close(cancel_background=cancel_background))
+        finally:
+            self._finalizer()
+
+    def __enter__(self) -> SyncRuntime:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close(cancel_background=exc is not None)
+
+    def __repr__(self) -> str:
+        return f"<SyncRuntime {'closed' if self.closed else 'open'} store={self.runtime.store!r}>"
+
+
+def open_runtime_sync(
+    path: str | os.PathLike[str] | None = None,
+    config: Config | str | os.PathLike[str] | None = None,
+    **kwargs: Any,
+) -> SyncRuntime:
+    """:func:`retold.open_runtime` for synchronous code: the same arguments, a :class:`SyncRuntime`.
+
+    Use it as a context manager, or call :meth:`SyncRuntime.close` when done.
+    """
+    return SyncRuntime(RuntimePortal.open(path, config, **kwargs))
