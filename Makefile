@@ -53,6 +53,16 @@ unit-lean:
 test-locomo: $(STAMP)
 	$(BIN)/python -m pytest -m locomo tests/integration
 
+# `retold mcp` on the SDK's 2.x line, in a venv of its own (crewai pins mcp<2 in .venv). No
+# torch: tests/unit/test_mcp.py runs on fakes; the CLI with the packaged embedder
+# (tests/integration/test_mcp_cli.py) runs on 1.x in `make test`.
+MCP2_VENV ?= .venv-mcp2
+.PHONY: test-mcp2
+test-mcp2:
+	test -x $(MCP2_VENV)/bin/python || $(PYTHON) -m venv $(MCP2_VENV)
+	$(MCP2_VENV)/bin/python -m pip install --quiet -e . 'mcp>=2,<3' pytest pytest-asyncio hypothesis
+	RETOLD_TEST_BACKENDS=sqlite $(MCP2_VENV)/bin/python -m pytest -p no:cacheprovider tests/unit/test_mcp.py
+
 integration: $(STAMP)
 	$(BIN)/python -m pytest tests/integration
 

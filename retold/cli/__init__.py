@@ -16,6 +16,7 @@ import click
 from retold.cli.admin import dump, get, grant, migrate, revoke
 from retold.cli.demo import demo
 from retold.cli.extract import extract, review_due_command
+from retold.cli.mcp import mcp
 from retold.cli.ops import check, copy_command, erase, expire, reembed, retain, snapshot
 from retold.cli.search import search
 
@@ -36,7 +37,7 @@ def cli() -> None:
 for _command in (
     migrate, grant, revoke, dump, search, get,
     expire, retain, erase, reembed, check, snapshot, copy_command,
-    demo, extract, review_due_command,
+    demo, extract, review_due_command, mcp,
 ):  # fmt: skip
     cli.add_command(_command)
 
