@@ -428,6 +428,20 @@ class GateFloors:
     relative_floor: float
     exclude_source_kinds: tuple[SourceKind, ...]
 
+    def opened(self) -> GateFloors:
+        """Every relevance floor at zero, the source-kind policy kept: a search that asked for no gate."""
+        return GateFloors(
+            dense_floor=DenseFloors(semantic=0.0, episodic=0.0, procedural=0.0, session_summary=0.0),
+            lexical_min_term_fraction=0.0,
+            lexical_min_matched_terms=1,
+            relative_floor=0.0,
+            exclude_source_kinds=self.exclude_source_kinds,
+        )
+
+    def for_request(self, gate: bool) -> GateFloors:
+        """These floors, or :meth:`opened` ones when the request turned the gate off."""
+        return self if gate else self.opened()
+
 
 class GateConfig(_Block):
     """Absolute and relative floors that let a search come back empty (spec §2.3, §10.5)."""

@@ -83,6 +83,7 @@ async def _record(store: Store, record_id: str) -> ErasureSet:
         entities=entities,
         search_logs=await store.search_log_ids(record_ids=[record_id]),
         events=await store.event_ids_about(record_ids=[record_id], entity_ids=entities),
+        store_items=await store.store_items_reached(record_ids=[record_id]),
     )
 
 
@@ -101,6 +102,7 @@ async def _session(store: Store, key: SessionKey) -> ErasureSet:
         search_logs=own_logs,
         pruned_logs=_others(await store.search_log_ids(record_ids=summaries), own_logs),
         events=await store.event_ids_about(record_ids=summaries, entity_ids=entities, sessions=[key]),
+        store_items=await store.store_items_reached(record_ids=summaries),
     )
 
 
@@ -158,6 +160,7 @@ async def _user(
         events=await store.event_ids_about(
             record_ids=records, entity_ids=entities, sessions=sessions, user_id=user_id
         ),
+        store_items=await store.store_items_reached(record_ids=records, user_id=user_id),
     )
 
 

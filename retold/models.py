@@ -389,6 +389,12 @@ class SearchRequest:
     k: int | None = None  # None: retrieval.default_k (or trigger.auto_k for host-issued searches)
     include_history: bool = False  # superseded and expired become eligible
     trigger: Trigger = "tool"  # set by the adapter; "auto" for host-issued searches (section 14.1)
+    # Set by an adapter that searches one place (a LangGraph store namespace): only these of the
+    # principal's readable scopes are searched. Never widens what the principal may read.
+    scopes: list[Scope] | None = None
+    # Set by an adapter whose caller asked for every match (a LangGraph store built with
+    # gate=False): relevance floors at zero; the source-kind policy still applies.
+    gate: bool = True
 
 
 @dataclass

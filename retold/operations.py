@@ -83,6 +83,7 @@ class ErasureReport:
     events: int
     resupported: list[str] = field(default_factory=list)  # shared records kept on other users' sources
     search_logs_pruned: int = 0  # other people's searches that lose the erased records' entries
+    store_items: int = 0  # LangGraph store items whose values go with them
     event_id: str | None = None  # the erasure event, once applied
     compacted: bool | None = None  # False: another connection kept the WAL from being emptied
 
@@ -102,6 +103,7 @@ class ErasureReport:
             _count(len(self.entities), "entity", "entities") if self.entities else "",
             _count(self.search_logs, "search log"),
             _count(self.events, "event payload"),
+            _count(self.store_items, "store item") if self.store_items else "",
         ]
         return f"{verb} {self.target}: " + ", ".join(p for p in parts if p)
 
@@ -319,6 +321,7 @@ class Operations:
                     "search_logs": len(erasure.search_logs),
                     "search_logs_pruned": len(erasure.pruned_logs),
                     "events": len(erasure.events),
+                    "store_items": len(erasure.store_items),
                 },
             )
         # Committed, the erasure is compacted out of the file (and its WAL) even if the caller
@@ -617,6 +620,7 @@ def _erasure_report(
         entities=list(erasure.entities),
         search_logs=len(erasure.search_logs),
         events=len(erasure.events),
+        store_items=len(erasure.store_items),
     )
 
 

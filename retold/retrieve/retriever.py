@@ -109,6 +109,12 @@ def validate_request(request: SearchRequest) -> SearchRequest:
         raise InvalidArgumentError(f"k must be an integer from 1 to {MAX_K}")
     if request.trigger not in ("tool", "auto"):
         raise InvalidArgumentError("trigger must be 'tool' or 'auto'")
+    if not isinstance(request.gate, bool):
+        raise InvalidArgumentError("gate must be true or false")
+    if request.scopes is not None and (
+        not isinstance(request.scopes, list) or not all(isinstance(s, Scope) for s in request.scopes)
+    ):
+        raise InvalidArgumentError("scopes must be a list of Scope values (or None for every readable one)")
     if request.since and request.until and request.since > request.until:
         raise InvalidArgumentError("since must not be after until")
     return dataclasses.replace(request, queries=queries)
@@ -130,8 +136,11 @@ async def prepare(rt: Runtime, run: SearchRun) -> None:
     )
     t = run.mark("rewrite", t)
     run.scopes = await readable_scopes(rt.store, run.principal)
+    if run.request.scopes is not None:  # an adapter narrowing the search; never widening it
+        wanted = set(run.request.scopes)
+        run.scopes = [s for s in run.scopes if s in wanted]
     t = run.mark("scopes", t)
-    floors = cfg.gate.floors_for(run.request.trigger)
+    floors = cfg.gate.floors_for(run.request.trigger).for_request(run.request.gate)
     run.eligible = await rt.store.eligible_ids(
         run.scopes,
         now=run.started_at,
@@ -225,7 +234,7 @@ async def rank(rt: Runtime, run: SearchRun) -> None:
         fused, run.subjects, run.started_at or rt.clock.now(), cfg.freshness, skip=skip
     )
     t = run.mark("freshness", t)
-    floors = cfg.gate.floors_for(run.request.trigger)
+    floors = cfg.gate.floors_for(run.request.trigger).for_request(run.request.gate)
     if rt.config.reranker.enabled and rt.config.reranker.mode == "cross_encoder_only":
         # The cross-encoder is the only relevance decision: apply the source-kind policy alone.
         run.kept = [
@@ -283,7 +292,7 @@ async def rerank(rt: Runtime, run: SearchRun) -> None:
         if cfg.on_failure == "fail":
             raise RerankError(f"reranker {outcome.status}: {outcome.error}")
         if cfg.mode == "cross_encoder_only":  # never serve the ungated pool
-            floors = rt.config.retrieval.gate.floors_for(run.request.trigger)
+            floors = rt.config.retrieval.gate.floors_for(run.request.trigger).for_request(run.request.gate)
             run.kept, more = gate(run.kept, run.subjects, floors)
             run.gated_out += more
     run.mark("rerank", t)
@@ -385,7 +394,7 @@ def _counterpart(
 
 
 def _empty_reason(rt: Runtime, run: SearchRun, budget_out: list[str]) -> str:
-    floors = rt.config.retrieval.gate.floors_for(run.request.trigger)
+    floors = rt.config.retrieval.gate.floors_for(run.request.trigger).for_request(run.request.gate)
     if run.kept and budget_out:
         return "every relevant record exceeded the token budget"
     if run.reranked is not None and not run.kept:
@@ -403,7 +412,7 @@ def _log_row(
 ) -> dict[str, Any]:
     req = run.request
     cfg = rt.config
-    floors = cfg.retrieval.gate.floors_for(req.trigger)
+    floors = cfg.retrieval.gate.floors_for(req.trigger).for_request(req.gate)
     explanations: list[Any] = [r.explanation for r in results]  # encoded field by field
     if reason is not None:
         explanations.append({"empty_reason": reason})
@@ -465,6 +474,7 @@ def _log_row(
             "broad_entities": run.broad_entities,
             "entity_max_share": cfg.retrieval.entity_max_share,
             "gate": {
+                "enabled": req.gate,  # False: the caller asked for every match (floors at zero)
                 "dense_floor": floors.dense_floor.model_dump(),
                 "lexical_min_term_fraction": floors.lexical_min_term_fraction,
                 "lexical_min_matched_terms": floors.lexical_min_matched_terms,

@@ -41,6 +41,7 @@ COPIED_TABLES: tuple[tuple[str, str, str | None], ...] = (
     ("session_turns", "agent_id, user_id, session_id, turn", None),
     ("events", "id", None),
     ("search_log", "id", None),
+    ("store_items", "namespace, key", None),
 )
 
 

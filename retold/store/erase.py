@@ -72,6 +72,7 @@ class ErasureSet:
     search_logs: list[str] = field(default_factory=list)  # queries, context and matched terms go
     pruned_logs: list[str] = field(default_factory=list)  # others' searches: erased records' entries go
     events: list[str] = field(default_factory=list)  # payloads replaced by ERASED_PAYLOAD
+    store_items: list[tuple[str, str]] = field(default_factory=list)  # (namespace, key): value rows go
 
 
 class EraseMixin:
@@ -300,6 +301,10 @@ class EraseMixin:
                 f"WHERE id IN (SELECT id FROM {evidence})",
                 (version,),
             )
+            for namespace, key in erasure.store_items:  # before the records they may reference
+                await self.db.execute(
+                    "DELETE FROM store_items WHERE namespace = ? AND key = ?", (namespace, key)
+                )
             for table in ("embeddings", "records_fts", "record_entities", "record_sources"):
                 await self.db.execute(f"DELETE FROM {table} WHERE record_id IN (SELECT id FROM {records})")
             await self.db.execute(

@@ -177,6 +177,14 @@ class IntegrityMixin:
             ("source_orphan", "source of a missing {what}",
              """SELECT NULL, 'record ' || s.record_id FROM record_sources s
                   LEFT JOIN records r ON r.id = s.record_id WHERE r.id IS NULL"""),
+            ("store_item_orphan", "store item carries a missing {what}",
+             """SELECT NULL, 'record ' || i.record_id FROM store_items i
+                  LEFT JOIN records r ON r.id = i.record_id
+                 WHERE i.record_id IS NOT NULL AND r.id IS NULL"""),
+            # An erased record's text is gone; a store item still carrying its value is residue.
+            ("store_item_erased", "store item keeps the value of an {what}",
+             """SELECT i.record_id, 'erased record' FROM store_items i JOIN records r ON r.id = i.record_id
+                 WHERE r.status = 'deleted' AND r.content = ''"""),
         )  # fmt: skip
         findings = []
         for kind, template, sql in checks:

@@ -29,7 +29,7 @@ from retold.errors import SchemaVersionError
 from retold.store.database import Database
 from retold.util import SystemClock, format_ts, normalize_attribute
 
-__all__ = ["LATEST_VERSION", "MIGRATIONS", "Migration", "current_version", "migrate"]
+__all__ = ["LATEST_VERSION", "MIGRATIONS", "STORE_ITEMS_COLUMNS", "Migration", "current_version", "migrate"]
 
 
 @dataclass(frozen=True)
@@ -304,6 +304,35 @@ _V7 = (
 )
 
 
+# LangGraph store items (retold.adapters.langgraph_store): a key's whole value beside the
+# record that carries its text. ``record_id`` is NULL for an item put with ``index=False``;
+# ``user_id`` is whose principal wrote it, so erasing that user removes the value too.
+STORE_ITEMS_COLUMNS = (
+    "namespace", "key", "scope_kind", "scope_id", "record_id", "value", "agent_id", "user_id",
+    "created_at", "updated_at", "expires_at", "ttl_minutes",
+)  # fmt: skip
+_V8 = (
+    """CREATE TABLE store_items (
+      namespace   TEXT NOT NULL,
+      key         TEXT NOT NULL,
+      scope_kind  TEXT NOT NULL,
+      scope_id    TEXT NOT NULL,
+      record_id   TEXT REFERENCES records(id),
+      value       TEXT NOT NULL,
+      agent_id    TEXT NOT NULL,
+      user_id     TEXT,
+      created_at  TEXT NOT NULL,
+      updated_at  TEXT NOT NULL,
+      expires_at  TEXT,
+      ttl_minutes REAL,
+      PRIMARY KEY (namespace, key)
+    )""",
+    "CREATE INDEX store_items_scope ON store_items(scope_kind, scope_id, updated_at)",
+    "CREATE INDEX store_items_record ON store_items(record_id)",
+    "CREATE INDEX store_items_user ON store_items(user_id)",
+)
+
+
 async def _backfill_sources(db: Database) -> None:
     """One ``record_sources`` row per record and per counted reinforcement; FTS aliases re-scoped.
 
@@ -411,6 +440,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, "reranker columns in search_log", _V5),
     Migration(6, "short record id index", _V6),
     Migration(7, "ownership: owner-keyed sessions, record sources, scoped aliases", _V7, _backfill_sources),
+    Migration(8, "langgraph store items", _V8),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

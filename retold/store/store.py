@@ -28,6 +28,7 @@ from retold.store.database import Database
 from retold.store.eligible import EligibleCache, EligibleSet
 from retold.store.entities import EntitiesMixin, SessionsMixin
 from retold.store.extraction import ExtractionMixin
+from retold.store.items import StoreItemsMixin
 from retold.store.maintenance import MaintenanceMixin
 from retold.store.migrations import LATEST_VERSION, current_version, migrate
 from retold.store.postgres import is_postgres_url
@@ -92,6 +93,7 @@ class Store(
     BulkMixin,
     ExtractionMixin,
     MaintenanceMixin,
+    StoreItemsMixin,
 ):
     """Async CRUD over the schema of spec §3. Open with ``await Store.open(path)``."""
 

@@ -328,7 +328,32 @@ _VECTORS = (
 )
 
 BASELINE = 7
-"""The version a new PostgreSQL database starts at (the schema above); later ones are migrations."""
+"""The version the tables above are at; later versions are the migrations in :data:`_MIGRATIONS`."""
+
+# Migrations after the baseline, by version: SQLite's (retold.store.migrations) in PostgreSQL's
+# spelling. A new database runs them after the baseline tables; an older one runs those it lacks.
+_MIGRATIONS: dict[int, tuple[str, ...]] = {
+    8: (
+        f"""CREATE TABLE store_items (
+          namespace   {T} NOT NULL,
+          key         {T} NOT NULL,
+          scope_kind  {T} NOT NULL,
+          scope_id    {T} NOT NULL,
+          record_id   {T} REFERENCES records(id),
+          value       {T} NOT NULL,
+          agent_id    {T} NOT NULL,
+          user_id     {T},
+          created_at  {T} NOT NULL,
+          updated_at  {T} NOT NULL,
+          expires_at  {T},
+          ttl_minutes DOUBLE PRECISION,
+          PRIMARY KEY (namespace, key)
+        )""",
+        "CREATE INDEX store_items_scope ON store_items(scope_kind, scope_id, updated_at)",
+        "CREATE INDEX store_items_record ON store_items(record_id)",
+        "CREATE INDEX store_items_user ON store_items(user_id)",
+    ),
+}
 
 
 async def current_version(db: PgDatabase) -> int:
@@ -338,11 +363,15 @@ async def current_version(db: PgDatabase) -> int:
 
 
 async def migrate(db: PgDatabase) -> list[int]:
-    """Create the schema on a new database (at most once across processes); return versions applied."""
-    if LATEST_VERSION != BASELINE:  # pragma: no cover - a reminder for the next migration's author
+    """Create the schema on a new database, or migrate an older one (at most once across processes).
+
+    Returns the versions applied.
+    """
+    missing = [m.version for m in MIGRATIONS if m.version > BASELINE and m.version not in _MIGRATIONS]
+    if missing:  # pragma: no cover - a reminder for the next migration's author
         raise SchemaVersionError(
-            f"the PostgreSQL schema is at version {BASELINE}, SQLite's at {LATEST_VERSION}: "
-            "write the new migration for retold/store/postgres/schema.py too"
+            f"SQLite's migration(s) {missing} have no PostgreSQL spelling: add them to "
+            "retold/store/postgres/schema.py _MIGRATIONS"
         )
     version = await current_version(db)
     if version > LATEST_VERSION:
@@ -355,20 +384,29 @@ async def migrate(db: PgDatabase) -> list[int]:
         return []
     async with db.transaction():
         await db.fetchval(f"SELECT pg_advisory_xact_lock({SCHEMA_LOCK})")
-        if await current_version(db) >= BASELINE:  # another process created it meanwhile
+        version = await current_version(db)  # another process may have done it meanwhile
+        if version >= LATEST_VERSION:
             return []
-        for ddl in (*_FUNCTIONS, *_TABLES):
-            await db.run_raw(ddl)
-        for present, change in _LAYOUT:
-            if not await present(db):
-                await change(db)
+        if version < BASELINE:
+            for ddl in (*_FUNCTIONS, *_TABLES):
+                await db.run_raw(ddl)
+            for present, change in _LAYOUT:
+                if not await present(db):
+                    await change(db)
         now = format_ts(SystemClock().now())
+        applied = []
         for migration in MIGRATIONS:
+            if migration.version <= version:
+                continue
+            for ddl in _MIGRATIONS.get(migration.version, ()) if migration.version > BASELINE else ():
+                await db.run_raw(ddl)
             await db.execute(
                 "INSERT INTO schema_migrations(version, name, applied_at) VALUES (?, ?, ?)",
                 (migration.version, migration.name, now),
             )
-    return [m.version for m in MIGRATIONS]
+            applied.append(migration.version)
+    await upgrade_layout(db)
+    return applied
 
 
 async def _has_vectors(db: PgDatabase) -> bool:

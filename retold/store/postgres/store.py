@@ -42,6 +42,7 @@ _ERASURE_TABLES = (
     "records", "records_fts", "records_terms", "records_term_counts", "record_sources", "record_entities",
     "embeddings",
     "entities", "entity_aliases", "events", "search_log", "session_turns", "sessions", "record_conflicts",
+    "store_items",
 )  # fmt: skip
 
 

@@ -1,0 +1,790 @@
+"""retold as a LangGraph ``BaseStore``: LangMem's memory tools, Deep Agents' ``StoreBackend`` and
+``runtime.store`` in any graph read and write retold memory, under retold's rules.
+
+    store = RetoldStore(rt, agent_id="planner")          # ("memories", user_id, ...) → user:<id>
+    graph = builder.compile(store=store)                  # or create_agent(..., store=store)
+
+* **Namespaces → scopes** (:class:`NamespaceMap`): ``("memories", <user>, ...)`` is that user's
+  scope, ``("memories", "project", <project>, ...)`` the project's. Anything else is refused with
+  :class:`StoreNamespaceError` naming the namespace. Grants decide (``rt.host.grant``), exactly as
+  for the tools: a namespace the principal cannot read answers like an empty one (get → None,
+  search → []), a put or delete where it cannot write raises :class:`StoreRefusedError`
+  carrying the tools' ``{"ok": False, "error": "scope_not_writable", ...}``.
+* **Who is calling**: agent = ``agent_id``; user = the namespace's user (for a project
+  namespace: ``configurable.user_id`` / ``langgraph_user_id`` / the run context's ``user_id``,
+  else ``default_user_id``); session = the run's ``thread_id``, outside a run
+  ``integrations.default_session_id``. Read from the caller's run at call time, never from
+  the background batch task.
+* **Writes go through the tools**: a put is ``memory_write`` (an episodic memory in the
+  namespace's scope; evidence, dedup, audit as usual) or, for a key whose record only it uses,
+  ``memory_revise`` supersede; a delete is ``memory_forget`` once no other key uses the record.
+  The whole value is kept beside the record (``store_items``) and returned exactly by get.
+* **Search** with a query runs the search graph (gate on unless ``gate=False``, logged) over the
+  namespace's scope; each hit is a :class:`RetoldSearchItem` with retold's fused ``score`` and
+  ``explanation``. Records other surfaces wrote in the scope appear under the scope's root namespace keyed by
+  record id, their value ``{"content": ..., "_retold": {provenance}}``; ``_retold`` is reserved.
+* **Loops**: async calls run on the loop that owns the runtime (:class:`LoopBridge`), batched
+  there; sync calls work from any thread or other loop, and refuse clearly on the owning loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+
+from langgraph.store.base import (
+    NOT_PROVIDED,
+    GetOp,
+    Item,
+    ListNamespacesOp,
+    MatchCondition,
+    NotProvided,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+    TTLConfig,
+)
+from langgraph.store.base.batch import AsyncBatchedBaseStore
+
+from retold.adapters.langgraph_values import (
+    LIVE,
+    MAX_KEY_CHARS,
+    MAX_NAMESPACE_DEPTH,
+    PAGE,
+    RESERVED_KEY,
+    SCAN_LIMIT,
+    SWEEP_EVERY_S,
+    RetoldSearchItem,
+    StoreArgumentError,
+    StoreNamespaceError,
+    StoreRefusedError,
+    bounded_int,
+    check_filter,
+    check_index,
+    check_key,
+    check_namespace,
+    check_namespace_for_write,
+    check_ttl,
+    check_value,
+    dump_value,
+    explanation_of,
+    filter_matches,
+    is_live,
+    item_of,
+    namespace_matches,
+    ns_text,
+    ns_tuple,
+    owner_fields,
+    record_item,
+    record_text,
+    refusal_of,
+    search_item,
+    show_namespace,
+    source_fields,
+)
+from retold.adapters.portal import LoopBridge
+from retold.errors import InvalidArgumentError
+from retold.models import Principal, Record, Scope, SearchRequest, validate_id
+from retold.policy.grants import readable_scopes
+from retold.store.items import StoreItemRow
+from retold.tools import limits
+from retold.util import normalize_ws, text_problem
+
+if TYPE_CHECKING:
+    from retold.runtime import Runtime
+
+__all__ = [
+    "RESERVED_KEY",
+    "NamespaceMap",
+    "NamespaceTarget",
+    "RetoldSearchItem",
+    "RetoldStore",
+    "StoreArgumentError",
+    "StoreNamespaceError",
+    "StoreRefusedError",
+]
+
+# --- namespaces ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NamespaceTarget:
+    """Where a namespace lives: its scope, the user it belongs to (None: the run's), its root."""
+
+    scope: Scope
+    user_id: str | None
+    root: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class NamespaceMap:
+    """The namespace → scope rule. The default is safe: a user's namespace is that user's scope.
+
+    ``("<root>", <user_id>, ...)`` → ``user:<user_id>``;
+    ``("<root>", "project", <project_id>, ...)`` → ``project:<project_id>``; nothing else maps.
+    ``extra`` adds fixed namespaces, e.g. ``{("team_docs",): Scope("org", "acme")}`` (a prefix:
+    deeper namespaces under it map there too). Subclass and override :meth:`target` for more.
+    """
+
+    root: str = "memories"
+    project_label: str = "project"
+    extra: Mapping[tuple[str, ...], Scope] = field(default_factory=dict)
+
+    def target(self, namespace: tuple[str, ...]) -> NamespaceTarget | None:
+        for prefix, scope in self.extra.items():
+            if namespace[: len(prefix)] == tuple(prefix):
+                user = scope.id if scope.kind == "user" else None
+                return NamespaceTarget(scope, user, tuple(prefix))
+        if len(namespace) < 2 or namespace[0] != self.root:
+            return None
+        if namespace[1] == self.project_label:
+            if len(namespace) < 3:
+                return None
+            return NamespaceTarget(Scope("project", namespace[2]), None, namespace[:3])
+        return NamespaceTarget(Scope("user", namespace[1]), namespace[1], namespace[:2])
+
+    def namespace_for(self, scope: Scope) -> tuple[str, ...] | None:
+        """The root namespace of a scope (where records without a key are listed)."""
+        for prefix, fixed in self.extra.items():
+            if fixed == scope:
+                return tuple(prefix)
+        if scope.kind == "user":
+            return (self.root, scope.id)
+        if scope.kind == "project":
+            return (self.root, self.project_label, scope.id)
+        return None
+
+
+# --- identity of the caller, captured where the call is made ------------------------------------
+
+
+class _Caller(NamedTuple):
+    thread_id: str | None
+    user_id: str | None
+
+
+_CALLER: contextvars.ContextVar[_Caller | None] = contextvars.ContextVar("retold_store_caller", default=None)
+
+
+def _caller() -> _Caller:
+    """The caller's run identity: handed over with a sync call, else read from this context's run."""
+    handed = _CALLER.get()
+    return handed if handed is not None else _run_caller()
+
+
+def _run_caller() -> _Caller:
+    """The run's thread id and user, read in the caller's context (a run's contextvars)."""
+    try:
+        from langgraph.config import get_config
+
+        config = get_config()
+    except (RuntimeError, KeyError, ImportError):
+        return _Caller(None, None)
+    configurable = config.get("configurable") or {}
+    user = configurable.get("user_id") or configurable.get("langgraph_user_id")
+    if not user:
+        from retold.adapters.common import current_context
+
+        context = current_context()
+        user = context.get("user_id") if isinstance(context, Mapping) else getattr(context, "user_id", None)
+    thread = configurable.get("thread_id")
+    return _Caller(str(thread) if thread else None, str(user) if user else None)
+
+
+class _Call(NamedTuple):
+    """An op with its caller, queued to the batch task; the answer is an :class:`_Outcome`."""
+
+    op: Op
+    caller: _Caller
+
+
+class _Outcome(NamedTuple):
+    result: Any
+    error: BaseException | None
+
+
+# --- the store -------------------------------------------------------------------------------
+
+
+class RetoldStore(AsyncBatchedBaseStore):
+    """A LangGraph ``BaseStore`` over one retold runtime, acting as agent ``agent_id``.
+
+    ``namespaces`` is a :class:`NamespaceMap` (or any object with ``target(namespace)`` and
+    ``namespace_for(scope)``); ``index_fields`` are the value fields whose text is searchable by
+    default (None: ``content``, else the whole value as JSON); ``loop`` the loop that owns the
+    runtime when it cannot be found (see :mod:`retold.adapters.portal`). ``gate=False`` returns
+    every match of a query search instead of only what clears retold's relevance gate (the
+    search log records the zero floors).
+    """
+
+    supports_ttl = True
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        *,
+        agent_id: str,
+        namespaces: NamespaceMap | Any = None,
+        default_user_id: str | None = None,
+        index_fields: Sequence[str] | None = None,
+        ttl_config: TTLConfig | None = None,
+        loop: asyncio.AbstractEventLoop | None = None,
+        gate: bool = True,
+    ) -> None:
+        # AsyncBatchedBaseStore.__init__ wants a running loop; the owner may be elsewhere.
+        self._task: asyncio.Task | None = None  # first: its __del__ reads it even when a check below refuses
+        self._rt = runtime
+        validate_id("agent_id", agent_id)
+        self.agent_id = agent_id
+        self.namespaces = namespaces if namespaces is not None else NamespaceMap()
+        self.default_user_id = default_user_id
+        self.index_fields = list(index_fields) if index_fields is not None else None
+        self.ttl_config = ttl_config
+        if not isinstance(gate, bool):
+            raise InvalidArgumentError("gate must be True or False")
+        self.gate = gate
+        self._bridge = LoopBridge(
+            runtime,
+            loop,
+            who="RetoldStore",
+            sync_use="store.get/put/search",
+            async_use="await store.aget/aput/asearch",
+        )
+        self._loop = self._bridge.loop  # type: ignore[assignment]
+        self._aqueue: asyncio.Queue[tuple[asyncio.Future, Op]] = asyncio.Queue()
+        self._key_locks: dict[tuple[str, str], asyncio.Lock] = {}
+        self._swept = 0.0
+
+    # --- where calls run --------------------------------------------------------------------
+
+    def _ensure_task(self) -> None:
+        if self._bridge.on_owner():
+            super()._ensure_task()
+
+    async def _queued(self, op: Op) -> Any:
+        """Run one op through the batch task on the owning loop, answering for this op alone."""
+        call = _Call(op, _caller())
+
+        async def on_owner() -> _Outcome:
+            self._loop = self._bridge.loop  # type: ignore[assignment]
+            self._ensure_task()
+            future = self._loop.create_future()  # type: ignore[union-attr]
+            self._aqueue.put_nowait((future, call))  # type: ignore[arg-type]
+            return await future
+
+        outcome: _Outcome = await self._bridge.acall(on_owner)
+        if outcome.error is not None:
+            raise outcome.error
+        return outcome.result
+
+    async def aget(
+        self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool | None = None
+    ) -> Item | None:
+        refresh = (
+            refresh_ttl if refresh_ttl is not None else (self.ttl_config or {}).get("refresh_on_read", True)
+        )
+        return await self._queued(GetOp(tuple(namespace), key, refresh_ttl=refresh))
+
+    async def asearch(
+        self,
+        namespace_prefix: tuple[str, ...],
+        /,
+        *,
+        query: str | None = None,
+        filter: dict[str, Any] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        refresh_ttl: bool | None = None,
+    ) -> list[SearchItem]:
+        refresh = (
+            refresh_ttl if refresh_ttl is not None else (self.ttl_config or {}).get("refresh_on_read", True)
+        )
+        return await self._queued(
+            SearchOp(tuple(namespace_prefix), filter, limit, offset, query, refresh_ttl=refresh)
+        )
+
+    async def aput(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        value: Mapping[str, Any],
+        index: Literal[False] | list[str] | None = None,
+        *,
+        ttl: float | NotProvided | None = NOT_PROVIDED,
+    ) -> None:
+        if ttl is NOT_PROVIDED:
+            ttl = (self.ttl_config or {}).get("default_ttl")
+        await self._queued(PutOp(tuple(namespace), key, value, index, ttl=ttl))  # type: ignore[arg-type]
+
+    async def adelete(self, namespace: tuple[str, ...], key: str) -> None:
+        await self._queued(PutOp(tuple(namespace), key, None))
+
+    async def alist_namespaces(
+        self,
+        *,
+        prefix: tuple[str, ...] | None = None,
+        suffix: tuple[str, ...] | None = None,
+        max_depth: int | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[tuple[str, ...]]:
+        conditions = []
+        for path in (prefix, suffix):  # refused before queueing, as LangGraph's own stores do
+            if path is not None:
+                check_namespace(path)
+        if prefix:
+            conditions.append(MatchCondition(match_type="prefix", path=tuple(prefix)))
+        if suffix:
+            conditions.append(MatchCondition(match_type="suffix", path=tuple(suffix)))
+        return await self._queued(
+            ListNamespacesOp(
+                match_conditions=tuple(conditions), max_depth=max_depth, limit=limit, offset=offset
+            )
+        )
+
+    # The sync side: handed to the owning loop from a thread or another loop; never on the owner.
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        ops = list(ops)
+        return self._bridge.call(lambda: self.abatch(ops))
+
+    def get(self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool | None = None) -> Item | None:
+        caller = _caller()
+        return self._bridge.call(
+            lambda: self._with(caller, self.aget(namespace, key, refresh_ttl=refresh_ttl))
+        )
+
+    def search(
+        self,
+        namespace_prefix: tuple[str, ...],
+        /,
+        *,
+        query: str | None = None,
+        filter: dict[str, Any] | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        refresh_ttl: bool | None = None,
+    ) -> list[SearchItem]:
+        caller = _caller()
+        return self._bridge.call(
+            lambda: self._with(
+                caller,
+                self.asearch(
+                    namespace_prefix, query=query, filter=filter, limit=limit, offset=offset,
+                    refresh_ttl=refresh_ttl,
+                ),
+            )
+        )  # fmt: skip
+
+    def put(
+        self,
+        namespace: tuple[str, ...],
+        key: str,
+        value: Mapping[str, Any],
+        index: Literal[False] | list[str] | None = None,
+        *,
+        ttl: float | NotProvided | None = NOT_PROVIDED,
+    ) -> None:
+        caller = _caller()
+        self._bridge.call(lambda: self._with(caller, self.aput(namespace, key, value, index, ttl=ttl)))
+
+    def delete(self, namespace: tuple[str, ...], key: str) -> None:
+        caller = _caller()
+        self._bridge.call(lambda: self._with(caller, self.adelete(namespace, key)))
+
+    def list_namespaces(
+        self,
+        *,
+        prefix: tuple[str, ...] | None = None,
+        suffix: tuple[str, ...] | None = None,
+        max_depth: int | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[tuple[str, ...]]:
+        return self._bridge.call(
+            lambda: self.alist_namespaces(
+                prefix=prefix, suffix=suffix, max_depth=max_depth, limit=limit, offset=offset
+            )
+        )
+
+    async def _with(self, caller: _Caller, coro: Any) -> Any:
+        """Await ``coro`` on the owning loop as ``caller`` (the sync caller's run identity)."""
+        token = _CALLER.set(caller)
+        try:
+            return await coro
+        finally:
+            _CALLER.reset(token)
+
+    # --- executing ops ----------------------------------------------------------------------
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """Execute ops in order. Queued calls answer one by one; direct calls raise the first error."""
+        ops = list(ops)
+        if any(not isinstance(op, _Call) for op in ops) and not self._bridge.on_owner():
+            caller = _caller()
+            return await self._bridge.acall(lambda: self._with(caller, self.abatch(ops)))
+        await self._maybe_sweep()
+        results: list[Any] = []
+        for op in ops:
+            if isinstance(op, _Call):
+                try:
+                    results.append(_Outcome(await self._execute(op.op, op.caller), None))
+                except Exception as exc:  # answered to that op's caller only
+                    results.append(_Outcome(None, exc))
+            else:
+                results.append(await self._execute(op, _caller()))
+        return results
+
+    async def _execute(self, op: Op, caller: _Caller) -> Any:
+        if isinstance(op, GetOp):
+            return await self._get(op, caller)
+        if isinstance(op, SearchOp):
+            return await self._search(op, caller)
+        if isinstance(op, PutOp):
+            if op.value is None:
+                await self._delete(op, caller)
+            else:
+                await self._put(op, caller)
+            return None
+        if isinstance(op, ListNamespacesOp):
+            return await self._list_namespaces(op)
+        raise InvalidArgumentError(f"RetoldStore cannot execute {type(op).__name__}")
+
+    async def _maybe_sweep(self) -> None:
+        now = time.monotonic()
+        if now - self._swept >= SWEEP_EVERY_S:
+            self._swept = now
+            await self._rt.store.sweep_store_items(self._rt.clock.now())
+
+    # --- namespaces and principals ------------------------------------------------------------
+
+    def _target(self, namespace: tuple[str, ...]) -> NamespaceTarget:
+        check_namespace(namespace)
+        target = self.namespaces.target(namespace)
+        if target is None:
+            raise StoreNamespaceError(
+                f"namespace {show_namespace(namespace)} maps to no retold scope; "
+                "use ('memories', <user_id>, ...) or "
+                "('memories', 'project', <project_id>, ...), or configure RetoldStore(namespaces=...)"
+            )
+        return target
+
+    def _principal(self, target: NamespaceTarget, caller: _Caller) -> Principal:
+        """Agent, user and session for one op. Inside a run that names its user, that user acts:
+        another user's namespace then fails the grant check (a user grant counts only for its
+        own user), so nothing a run is steered to name crosses users. Outside a run, the
+        namespace names the user (the host's own code is the caller)."""
+        user = caller.user_id or target.user_id or self.default_user_id
+        if not user:
+            raise StoreNamespaceError(
+                f"namespace of {target.scope} needs the caller's user: run with "
+                'config={"configurable": {"user_id": ...}} or pass RetoldStore(default_user_id=...)'
+            )
+        session = caller.thread_id or self._rt.config.integrations.default_session_id
+        try:
+            return Principal(
+                agent_id=self.agent_id,
+                user_id=user,
+                session_id=session,
+                project_id=target.scope.id if target.scope.kind == "project" else None,
+            )
+        except InvalidArgumentError as exc:
+            raise StoreNamespaceError(f"namespace of {target.scope}: {exc}") from None
+
+    async def _can_read(self, principal: Principal, scope: Scope) -> bool:
+        return scope in await readable_scopes(self._rt.store, principal)
+
+    async def _write_target(self, principal: Principal, scope: Scope) -> str:
+        """The tools' symbolic target naming ``scope`` for this principal, or the tools' refusal."""
+        for name, offered in (await self._rt.tools.write_targets(principal)).items():
+            if offered == scope:
+                return name
+        raise StoreRefusedError("scope_not_writable", f"this session cannot write to {scope}")
+
+    def _lock(self, namespace: str, key: str) -> asyncio.Lock:
+        return self._key_locks.setdefault((namespace, key), asyncio.Lock())
+
+    # --- get --------------------------------------------------------------------------------
+
+    async def _get(self, op: GetOp, caller: _Caller) -> Item | None:
+        target = self._target(op.namespace)
+        if not isinstance(op.key, str) or not op.key or len(op.key) > MAX_KEY_CHARS:
+            return None
+        principal = self._principal(target, caller)
+        if not await self._can_read(principal, target.scope):
+            return None
+        store, now = self._rt.store, self._rt.clock.now()
+        ns = ns_text(op.namespace)
+        row = await store.get_store_item(ns, op.key, target.scope, now=now)
+        if row is not None:
+            if op.refresh_ttl:
+                row = await self._refresh(row, now)
+            return item_of(row, op.namespace)
+        record = await self._keyless_record(target, op.namespace, op.key, now)
+        return record_item(record, target.root) if record is not None else None
+
+    async def _keyless_record(
+        self, target: NamespaceTarget, namespace: tuple[str, ...], key: str, now: datetime
+    ) -> Record | None:
+        """The live record of ``target``'s scope that no item carries, when ``key`` is its id at the root."""
+        if tuple(namespace) != target.root or len(key) > limits.MAX_ID_CHARS:
+            return None
+        store = self._rt.store
+        record = await store.get_record(key)
+        if record is None or not is_live(record, now) or record.scope != target.scope:
+            return None
+        return None if await store.records_with_items([record.id]) else record
+
+    async def _refresh(self, row: StoreItemRow, now: datetime) -> StoreItemRow:
+        """``refresh_ttl``: the item's TTL restarts; its record's expiry only ever moves later."""
+        if row.ttl_minutes is None:
+            return row
+        expires = now + timedelta(minutes=row.ttl_minutes)
+        await self._rt.store.set_store_item_expiry(row.namespace, row.key, expires)
+        if row.record_id is not None:
+            record = await self._rt.store.get_record(row.record_id)
+            if record is not None and record.expires_at is not None and record.expires_at < expires:
+                await self._rt.store.update_record(record.id, expires_at=expires)
+        return row
+
+    # --- put --------------------------------------------------------------------------------
+
+    async def _put(self, op: PutOp, caller: _Caller) -> None:
+        target = self._target(op.namespace)
+        check_namespace_for_write(op.namespace)
+        key = check_key(op.key)
+        value = check_value(op.value)
+        ttl = check_ttl(op.ttl)
+        fields = check_index(op.index)
+        principal = self._principal(target, caller)
+        write_target = await self._write_target(principal, target.scope)
+        content = (
+            None
+            if op.index is False
+            else record_text(value, fields if fields is not None else self.index_fields)
+        )
+        ns = ns_text(op.namespace)
+        store, tools = self._rt.store, self._rt.tools
+        async with self._lock(ns, key):
+            existing = await store.store_item_row(ns, key)
+            now = self._rt.clock.now()
+            old = await store.get_record(existing.record_id) if existing and existing.record_id else None
+            sole = old is not None and await store.store_item_users(old.id) == [(ns, key)]
+            if existing is None:  # a record another surface wrote, listed under its id: this key's record
+                old = await self._keyless_record(target, op.namespace, key, now)
+                sole = old is not None
+            outcome = "unindexed"
+            record_id: str | None = None
+            if content is not None:
+                payload = source_fields(value, self._rt.config.integrations.store_source_kind)
+                if (
+                    old is not None
+                    and is_live(old, now)
+                    and old.scope == target.scope
+                    and (normalize_ws(old.content) == normalize_ws(content))
+                ):
+                    record_id, outcome = old.id, "unchanged"
+                elif sole and old is not None and is_live(old, now) and old.scope == target.scope:
+                    result = await tools.call(
+                        principal, "memory_revise",
+                        {"action": "supersede", "id": old.id, "content": content,
+                         "reason": "a LangGraph store put replaced this key's value", **payload},
+                    )  # fmt: skip
+                    if not result.get("ok"):
+                        raise refusal_of(result)
+                    record_id, outcome = result["record_id"], f"superseded:{old.id}"
+                else:
+                    result = await tools.call(
+                        principal,
+                        "memory_write",
+                        {"type": "episodic", "content": content, "write_target": write_target, **payload},
+                    )
+                    if not result.get("ok"):
+                        raise refusal_of(result)
+                    record_id, outcome = result["record_id"], str(result.get("outcome"))
+            elif sole and old is not None and is_live(old, now):
+                await self._forget(principal, old.id, "a LangGraph store put made this key unindexed")
+            expires = now + timedelta(minutes=ttl) if ttl is not None else None
+            if expires is not None and record_id is not None and outcome != "unchanged":
+                fresh = outcome.startswith(("created", "superseded"))
+                record = await store.get_record(record_id)
+                if (
+                    fresh
+                    and record is not None
+                    and (record.expires_at is None or record.expires_at > expires)
+                ):
+                    await store.update_record(record_id, expires_at=expires)
+            await store.put_store_item(
+                StoreItemRow(
+                    namespace=ns, key=key, scope=target.scope, record_id=record_id,
+                    value=dump_value(value), agent_id=self.agent_id, user_id=principal.user_id,
+                    created_at=existing.created_at if existing else now, updated_at=now,
+                    expires_at=expires, ttl_minutes=ttl,
+                )
+            )  # fmt: skip
+            await store.append_event(
+                "store.item_put", self.agent_id, record_id=record_id,
+                payload={
+                    **owner_fields(principal, target.scope), "namespace": ns, "key": key, "outcome": outcome
+                },
+            )  # fmt: skip
+
+    async def _forget(self, principal: Principal, record_id: str, reason: str) -> None:
+        result = await self._rt.tools.call(principal, "memory_forget", {"id": record_id, "reason": reason})
+        if not result.get("ok") and result.get("error") != "not_found":
+            raise refusal_of(result)
+
+    # --- delete -----------------------------------------------------------------------------
+
+    async def _delete(self, op: PutOp, caller: _Caller) -> None:
+        target = self._target(op.namespace)
+        principal = self._principal(target, caller)
+        await self._write_target(principal, target.scope)
+        if not isinstance(op.key, str) or not op.key or len(op.key) > MAX_KEY_CHARS:
+            return
+        ns, store = ns_text(op.namespace), self._rt.store
+        async with self._lock(ns, op.key):
+            existing = await store.store_item_row(ns, op.key)
+            if existing is None:  # deleting a keyless record by its id forgets it, as memory_forget would
+                record = await self._keyless_record(target, op.namespace, op.key, self._rt.clock.now())
+                if record is not None:
+                    await self._forget(principal, record.id, "a LangGraph store delete removed it")
+                return
+            if existing.scope != target.scope:
+                return
+            if existing.record_id is not None and await store.store_item_users(existing.record_id) == [
+                (ns, op.key)
+            ]:
+                record = await store.get_record(existing.record_id)
+                if record is not None and record.status in LIVE:
+                    await self._forget(principal, record.id, "a LangGraph store delete removed its key")
+            await store.delete_store_item(ns, op.key)
+            await store.append_event(
+                "store.item_deleted", self.agent_id, record_id=existing.record_id,
+                payload={**owner_fields(principal, target.scope), "namespace": ns, "key": op.key},
+            )  # fmt: skip
+
+    # --- search -----------------------------------------------------------------------------
+
+    async def _search(self, op: SearchOp, caller: _Caller) -> list[SearchItem]:
+        prefix = tuple(op.namespace_prefix)
+        target = self._target(prefix)
+        limit, offset = (
+            bounded_int(op.limit, 0, 1000, "limit"),
+            bounded_int(op.offset, 0, 1_000_000, "offset"),
+        )
+        check_filter(op.filter)
+        principal = self._principal(target, caller)
+        if limit == 0 or not await self._can_read(principal, target.scope):
+            return []
+        if op.query is not None:
+            return await self._query(op, prefix, target, principal, limit, offset)
+        return await self._list(op, prefix, target, limit, offset)
+
+    async def _query(
+        self, op: SearchOp, prefix: tuple[str, ...], target: NamespaceTarget, principal: Principal,
+        limit: int, offset: int,
+    ) -> list[SearchItem]:  # fmt: skip
+        query = op.query.strip() if isinstance(op.query, str) else ""
+        if not query or len(query) > limits.MAX_QUERY_CHARS or text_problem(query):
+            raise StoreArgumentError(
+                f"query must be non-blank text of at most {limits.MAX_QUERY_CHARS} characters"
+            )
+        k = min(limits.MAX_K, offset + limit)
+        response = await self._rt.search(
+            principal, SearchRequest(queries=[query], k=k, scopes=[target.scope], gate=self.gate)
+        )
+        store, now = self._rt.store, self._rt.clock.now()
+        ids = [r.record.id for r in response.results]
+        items = await store.store_items_for_records(ids, [target.scope], ns_text(prefix), now=now)
+        keyed = await store.records_with_items(ids)
+        out: list[SearchItem] = []
+        for result in response.results:
+            explanation = explanation_of(result, response.search_id)
+            for row in items.get(result.record.id, []):
+                out.append(
+                    search_item(
+                        item_of(row, ns_tuple(row.namespace)), result.score, row.record_id, explanation
+                    )
+                )
+            if result.record.id not in keyed and prefix == target.root:
+                item = record_item(result.record, target.root)
+                out.append(search_item(item, result.score, result.record.id, explanation))
+        if op.filter:
+            out = [i for i in out if filter_matches(i.value, op.filter)]
+        return out[offset : offset + limit]
+
+    async def _list(
+        self, op: SearchOp, prefix: tuple[str, ...], target: NamespaceTarget, limit: int, offset: int
+    ) -> list[SearchItem]:
+        store, now = self._rt.store, self._rt.clock.now()
+        root = target.scope if prefix == target.root else None
+        ns = ns_text(prefix)
+        if not op.filter:
+            entries = await store.store_entries(
+                [target.scope], ns, root=root, now=now, limit=limit, offset=offset
+            )
+            return await self._entry_items(entries, target, op.refresh_ttl, now)
+        matched: list[SearchItem] = []
+        scanned = 0
+        while len(matched) < offset + limit and scanned < SCAN_LIMIT:
+            entries = await store.store_entries(
+                [target.scope], ns, root=root, now=now, limit=PAGE, offset=scanned
+            )
+            if not entries:
+                break
+            scanned += len(entries)
+            for item in await self._entry_items(entries, target, False, now):
+                if filter_matches(item.value, op.filter):
+                    matched.append(item)
+        return matched[offset : offset + limit]
+
+    async def _entry_items(
+        self, entries: list[Any], target: NamespaceTarget, refresh: bool, now: datetime
+    ) -> list[SearchItem]:
+        records = {
+            r.id: r
+            for r in await self._rt.store.get_records([e.record_id for e in entries if e.item is None])
+        }
+        out: list[SearchItem] = []
+        for entry in entries:
+            if entry.item is not None:
+                row = await self._refresh(entry.item, now) if refresh else entry.item
+                out.append(search_item(item_of(row, ns_tuple(row.namespace)), None, row.record_id, None))
+            elif entry.record_id in records:
+                record = records[entry.record_id]
+                out.append(search_item(record_item(record, target.root), None, record.id, None))
+        return out
+
+    # --- list_namespaces --------------------------------------------------------------------
+
+    async def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+        """Namespaces of the scopes this agent holds read grants on (there is no user to ask for)."""
+        limit = bounded_int(op.limit, 0, 10_000, "limit")
+        offset = bounded_int(op.offset, 0, 1_000_000, "offset")
+        if op.max_depth is not None:
+            bounded_int(op.max_depth, 1, MAX_NAMESPACE_DEPTH * 4, "max_depth")
+        store, now = self._rt.store, self._rt.clock.now()
+        grants = await store.grants_for(self.agent_id, can_read=True)
+        scopes = [g.scope for g in grants if g.agent_id == self.agent_id and not g.scope.is_private]
+        found: set[tuple[str, ...]] = set()
+        for text in await store.store_namespaces(scopes, now=now):
+            namespace = ns_tuple(text)
+            mapped = self.namespaces.target(namespace)
+            if mapped is not None and mapped.scope in scopes:
+                found.add(namespace)
+        for scope in await store.scopes_with_records(scopes, now=now):
+            root = self.namespaces.namespace_for(scope)
+            if root is not None:
+                found.add(tuple(root))
+        namespaces = [ns for ns in found if all(namespace_matches(c, ns) for c in op.match_conditions or ())]
+        if op.max_depth is not None:
+            namespaces = list({ns[: op.max_depth] for ns in namespaces})
+        return sorted(namespaces)[offset : offset + limit]
