@@ -1,16 +1,24 @@
 """CrewAI adapter (spec §14, §14.1; ARCHITECTURE §5, §7): memory tools, turn capture and recall for a crew.
 
     inputs = {"user_id": "u1", "session_id": "s1", "topic": "..."}
-    memory = CrewAIMemory(rt, inputs, "Trip Planner", mode="tool_only")
+    memory = CrewAIMemory(rt, inputs, "Trip Planner", agent_id="planner")   # mode: the configured one
     agent = Agent(role="Trip Planner", goal=..., backstory=f"...\\n\\n{memory.policy_text}",
-                  llm=memory.wrap_llm(llm), tools=memory.tools(), step_callback=memory.step_callback)
+                  llm=memory.wrap_llm("openai/gpt-4o-mini"), tools=memory.tools(),
+                  step_callback=memory.step_callback)
     Crew(agents=[agent], tasks=[...]).kickoff(inputs=inputs)   # or: await crew.akickoff(inputs=inputs)
     memory.end_session()                                       # or: await memory.aend_session()
 
 **Identity** is bound when the adapter is built, from the crew's inputs and never from tool
 input (:func:`principal_from_inputs`): ``user_id`` (required), ``session_id`` (or ``thread_id``;
-required: one crew run is one session), ``project_id`` (optional); the agent id is the slug of
-the agent's role ("Trip Planner" → ``trip-planner``).
+required: one crew run is one session), ``project_id`` (optional). The agent id is the host's
+``agent_id=`` (the id its grants name); without one, the slug of the agent's role ("Trip
+Planner" → ``trip-planner``), kept for compatibility: renaming a role then moves its memory.
+
+**Mode** is ``None`` by default, as for :class:`~retold.middleware.RetoldMiddleware`: the
+configured ``retrieval.trigger.mode``.
+
+CrewAI's own unified ``Memory`` (``Crew(memory=...)``) is a different seam:
+:mod:`retold.adapters.crewai_memory`.
 
 **Event loops.** retold is async and its store belongs to the event loop that opened it, while
 CrewAI calls tools, the LLM and ``step_callback`` synchronously from worker threads under both
@@ -107,10 +115,13 @@ def _text(value: Any) -> str | None:
     return str(value).strip() or None if value is not None else None
 
 
-def principal_from_inputs(inputs: Mapping[str, Any], agent_role: str) -> Principal:
+def principal_from_inputs(
+    inputs: Mapping[str, Any], agent_role: str, *, agent_id: str | None = None
+) -> Principal:
     """The caller of a crew run: ``user_id``, ``session_id`` / ``thread_id``, optional ``project_id``.
 
-    The host puts these in the crew's inputs (spec §14); tool input never chooses them.
+    The host puts these in the crew's inputs (spec §14); tool input never chooses them. The
+    agent is ``agent_id`` when the host names it, else the slug of ``agent_role``.
     """
     user_id = _text(inputs.get("user_id"))
     session_id = next((s for s in (_text(inputs.get(k)) for k in SESSION_KEYS) if s), None)
@@ -119,7 +130,8 @@ def principal_from_inputs(inputs: Mapping[str, Any], agent_role: str) -> Princip
             "retold reads the caller from the crew inputs: pass inputs with 'user_id' and "
             "'session_id' (or 'thread_id'), and optionally 'project_id'"
         )
-    return Principal(agent_id_from_role(agent_role), user_id, session_id, _text(inputs.get("project_id")))
+    agent = agent_id if agent_id is not None else agent_id_from_role(agent_role)
+    return Principal(agent, user_id, session_id, _text(inputs.get("project_id")))
 
 
 # --- tools --------------------------------------------------------------------------------
@@ -250,9 +262,10 @@ class CrewAIMemory:
     """retold for one CrewAI agent in one session: tools, ``step_callback``, an LLM proxy, the policy.
 
     ``mode`` is ``tool_only`` (the model searches), ``auto`` (the host searches once per task,
-    memory_search is not offered) or ``hybrid`` (both); ``None`` means the configured
-    ``retrieval.trigger.mode``. ``loop`` is the event loop that owns ``runtime`` (see the module
-    docstring for how it is found when omitted).
+    memory_search is not offered) or ``hybrid`` (both); ``None`` (the default, as for the
+    middleware) means the configured ``retrieval.trigger.mode``. ``agent_id`` is the agent's
+    retold id (default: the role slug). ``loop`` is the event loop that owns ``runtime`` (see
+    the module docstring for how it is found when omitted).
     """
 
     def __init__(
@@ -260,14 +273,15 @@ class CrewAIMemory:
         runtime: Runtime,
         inputs: Mapping[str, Any],
         agent_role: str,
-        mode: str | None = "tool_only",
+        mode: str | None = None,
         *,
+        agent_id: str | None = None,
         loop: asyncio.AbstractEventLoop | None = None,
     ) -> None:
         self.runtime = runtime
         self.agent_role = agent_role
         self.mode = resolve_mode(runtime, mode)
-        self._principal = principal_from_inputs(inputs, agent_role)
+        self._principal = principal_from_inputs(inputs, agent_role, agent_id=agent_id)
         self._bridge = LoopBridge(
             runtime, loop, who="CrewAIMemory", sync_use="crew.kickoff()", async_use="await crew.akickoff()"
         )
@@ -312,8 +326,22 @@ class CrewAIMemory:
             for schema in built
         ]
 
-    def wrap_llm(self, llm: BaseLLM) -> MemoryLLM:
-        """The agent's model behind the recording / recall proxy; pass it as ``Agent(llm=...)``."""
+    def wrap_llm(self, llm: BaseLLM | str) -> MemoryLLM:
+        """The agent's model behind the recording / recall proxy; pass it as ``Agent(llm=...)``.
+
+        A string is a CrewAI model name (``"openai/gpt-4o-mini"``), built with ``crewai.LLM``;
+        building one reaches no network (the provider is first called on the first task).
+        """
+        if isinstance(llm, str):
+            if not llm.strip():
+                raise InvalidArgumentError("wrap_llm needs a CrewAI model name or a BaseLLM")
+            from crewai import LLM
+
+            llm = LLM(model=llm)
+        if not isinstance(llm, BaseLLM):
+            raise InvalidArgumentError(
+                f"wrap_llm needs a crewai BaseLLM or a model name, got {type(llm).__name__}"
+            )
         return MemoryLLM(
             model=llm.model,
             inner=llm,

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
 from collections.abc import Awaitable, Iterator
@@ -27,8 +26,15 @@ from pydantic import BaseModel, Field
 from unit.rendered import FORGED, parse  # tests/ is on sys.path (rootdir-relative packages)
 
 import retold
+from contract.crew_doubles import (  # tests/ is on sys.path
+    ScriptedLLM,
+    keep_crewai_offline,
+    react_action,
+    react_final,
+)
 from retold.adapters.common import RECALL_HEADER
 from retold.adapters.crewai import CrewAIMemory, RuntimePortal, agent_id_from_role, principal_from_inputs
+from retold.config import Config
 from retold.errors import InvalidArgumentError
 from retold.models import Principal, Record, Scope
 from retold.policy.prompt import policy_text
@@ -47,56 +53,15 @@ RECALL_TASK = "How should answers to Aditya be formatted: concise with bullet po
 
 @pytest.fixture(autouse=True)
 def _offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """CrewAI writes under $HOME/.local/share: keep it in the test's directory; refuse the network."""
-    home = tmp_path / "home"
-    home.mkdir()
-    monkeypatch.setenv("HOME", str(home))
-    monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
-    real_connect = socket.socket.connect
-
-    def connect(sock: socket.socket, address: Any) -> None:
-        if sock.family != socket.AF_UNIX:
-            raise AssertionError(f"a CrewAI test tried to reach the network: {address!r}")
-        real_connect(sock, address)
-
-    monkeypatch.setattr(socket.socket, "connect", connect)
+    keep_crewai_offline(tmp_path, monkeypatch)
 
 
 # --- a scripted CrewAI model and a plain tool ------------------------------------------------
 
 
-class ScriptedLLM(BaseLLM):
-    """Returns its replies in order (ReAct text, or OpenAI-style tool calls when ``native``)."""
-
-    replies: list[Any] = Field(default_factory=list)
-    native: bool = False
-    seen: list[list[dict[str, Any]]] = Field(default_factory=list)
-
-    def supports_function_calling(self) -> bool:
-        return self.native
-
-    def call(self, messages: Any, tools: Any = None, callbacks: Any = None, available_functions: Any = None,
-             from_task: Any = None, from_agent: Any = None, response_model: Any = None) -> Any:  # fmt: skip
-        self.seen.append([dict(m) for m in messages] if isinstance(messages, list) else [messages])
-        assert self.replies, "the scripted model ran out of replies"
-        reply = self.replies.pop(0)
-        return [reply] if isinstance(reply, dict) else reply
-
-    async def acall(self, messages: Any, *args: Any, **kwargs: Any) -> Any:
-        return self.call(messages, *args, **kwargs)
-
-
 async def turns_of(rt: retold.Runtime, session_id: str) -> list[Any]:
     """The transcript of the one session with this id (tests use unique ids)."""
     return await rt.store.turns(await rt.store.resolve_session(session_id))
-
-
-def react_action(tool: str, args: dict[str, Any]) -> str:
-    return f"Thought: I should use {tool}.\nAction: {tool}\nAction Input: {json.dumps(args)}"
-
-
-def react_final(text: str) -> str:
-    return f"Thought: I know the answer.\nFinal Answer: {text}"
 
 
 def native_call(tool: str, args: dict[str, Any], call_id: str) -> dict[str, Any]:
@@ -486,6 +451,41 @@ def test_principal_from_inputs() -> None:
             principal_from_inputs(bad, ROLE)
     with pytest.raises(InvalidArgumentError):
         agent_id_from_role("///")
+
+
+def test_agent_id_is_explicit_and_the_role_slug_the_fallback(sync_host: SyncHost) -> None:
+    inputs = {"user_id": "u1", "session_id": "s1"}
+    assert principal_from_inputs(inputs, "Trip Planner", agent_id="planner").agent_id == "planner"
+    memory = CrewAIMemory(sync_host.rt, inputs, "Trip Planner", agent_id="planner")
+    assert memory.principal.agent_id == "planner"  # the grant's id, whatever the role is called
+    assert "memory_write" in [t.name for t in memory.tools()]  # planner holds the write grant
+    assert CrewAIMemory(sync_host.rt, inputs, "Trip Planner").principal.agent_id == "trip-planner"
+    with pytest.raises(InvalidArgumentError):
+        CrewAIMemory(sync_host.rt, inputs, ROLE, agent_id="a/b")  # '/' is reserved for private scopes
+
+
+def test_wrap_llm_accepts_a_model_name_offline(sync_host: SyncHost) -> None:
+    """A model name becomes ``crewai.LLM(model=name)``; building it reaches no network (sockets refused)."""
+    memory = CrewAIMemory(sync_host.rt, {"user_id": "u1", "session_id": "s1"}, ROLE)
+    wrapped = memory.wrap_llm("openai/gpt-4o-mini")
+    assert isinstance(wrapped.inner, BaseLLM) and wrapped.inner.model == "gpt-4o-mini"
+    for bad in ("  ", 42):
+        with pytest.raises(InvalidArgumentError):
+            memory.wrap_llm(bad)  # type: ignore[arg-type]
+
+
+def test_mode_defaults_to_the_configured_trigger_mode(tmp_path: Path) -> None:
+    config = Config().override({"retrieval.trigger.mode": "auto"})
+    with RuntimePortal.open(
+        tmp_path / "m.sqlite", config, embedder=FakeEmbedder(), judge=FakeJudge()
+    ) as portal:
+        assert portal.runtime is not None
+        memory = CrewAIMemory(portal.runtime, {"user_id": "u1", "session_id": "s1"}, ROLE)
+        assert memory.mode == "auto" and "memory_search" not in [t.name for t in memory.tools()]
+        assert (
+            CrewAIMemory(portal.runtime, {"user_id": "u1", "session_id": "s1"}, ROLE, "hybrid").mode
+            == "hybrid"
+        )
 
 
 def test_sync_host_without_a_portal_is_refused(tmp_path: Path) -> None:
