@@ -7,6 +7,15 @@
   retold calls on the one event loop that owns the runtime, from any thread or loop.
 * :mod:`retold.adapters.deepagents`: ``create_memory_agent`` for Deep Agents (``retold[deepagents]``).
 * :mod:`retold.adapters.crewai`: ``CrewAIMemory`` for CrewAI (``retold[crewai]``).
+* :mod:`retold.adapters.crewai_memory`: ``RetoldCrewMemory``, CrewAI's own ``Memory`` on retold, and
+  (:mod:`~retold.adapters.crewai_storage`) its ``StorageBackend``; both share
+  :mod:`~retold.adapters.crewai_binding` (``retold[crewai]``).
+* :mod:`retold.adapters.langgraph_store`: ``RetoldStore``, a LangGraph ``BaseStore`` (LangMem, Deep
+  Agents' ``StoreBackend``, ``runtime.store``), with its checks, value text and filters in
+  :mod:`~retold.adapters.langgraph_values`; :mod:`~retold.adapters.langgraph_store_dev` serves it
+  to ``langgraph dev``.
+* :mod:`retold.adapters.mcp` / :mod:`retold.adapters.mcp_http`: ``retold mcp``, memory for any MCP
+  client over stdio or streamable HTTP (``retold[mcp]``).
 * :mod:`retold.adapters.offline`: the scripted chat model and runner the offline examples share.
 * :mod:`retold.middleware` (a sibling module): the ``AgentMiddleware`` both build on.
 """
