@@ -65,6 +65,8 @@ class Overlay:
             self.retired.update((decision.target.id, *decision.also_superseded))
         if decision.action not in ("reinforce", "superseded_on_arrival"):
             record = plan.record
+            if decision.action == "supersede" and decision.target is not None:  # as Persister.commit will
+                record = dataclasses.replace(record, version=decision.target.version + 1)
             if decision.adopt_attribute:  # what Persister.commit will store
                 record = dataclasses.replace(
                     record,

@@ -281,7 +281,7 @@ class Ingestor:
         record = dataclasses.replace(
             target,
             id=new_id(),
-            version=1,
+            version=target.version + 1,
             content=content,
             source_kind=kind,  # type: ignore[arg-type]
             source_ref=evidence.source_ref,

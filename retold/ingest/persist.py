@@ -76,6 +76,8 @@ class Persister:
 
         if decision.action == "supersede":
             record.supersedes_id = decision.target.id if decision.target else None
+            if decision.target is not None:  # spec §3: the revision number along the lineage
+                record.version = decision.target.version + 1
             outcome = f"superseded:{decision.target.id}"  # type: ignore[union-attr]
         elif decision.action == "superseded_on_arrival":
             record.status = "superseded"

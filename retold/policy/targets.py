@@ -25,7 +25,7 @@ def write_targets(
     writable: Sequence[Scope],
     offered: Mapping[str, TargetResolver] | None = None,
 ) -> dict[str, Scope]:
-    """Name → scope for every offered target this principal can write, defaults first."""
+    """Name → scope for every offered target this principal can write; the first is the default."""
     candidates: dict[str, Scope | None] = {
         "personal": principal.user_scope,
         "current_project": Scope("project", principal.project_id) if principal.project_id else None,

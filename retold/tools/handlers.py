@@ -276,16 +276,22 @@ class MemoryTools:
                 "user_statement with a quote, tool_result, or agent_inference",
             )
         targets = await self.write_targets(principal)
-        if not targets:
-            raise ToolError("scope_not_writable", "this session has no memory it may write to")
-        schema = schemas.write_schema(list(targets))
+        offered = list(targets)
+        if not targets:  # the tool is not registered; a call anyway learns that nothing is offered
+            raise ToolError(
+                "invalid_write_target", "this session is offered no memory it may write to", offered=offered
+            )
+        schema = schemas.write_schema(offered)
         args = _absent_nulls(args, schema)
-        wanted = args.get("write_target", "personal")
+        # The default is the first offered target (personal when offered), so a principal whose
+        # only writable memory is the project writes there without naming it.
+        wanted = args.get("write_target", offered[0])
         if isinstance(wanted, str) and wanted not in targets:
             raise ToolError(
                 "invalid_write_target",
                 f"write_target {wanted[:80]!r} is not offered in this session; choose one of "
-                f"{', '.join(targets)}",
+                f"{', '.join(offered)}",
+                offered=offered,
             )
         args = self._validate("memory_write", schema, args)
         for i, entity in enumerate(args.get("entities", [])):

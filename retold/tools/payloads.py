@@ -81,6 +81,7 @@ async def record_payload(store: Store, record: Record, readable: Collection[Scop
         "short_id": short_id(record.id),
         "tombstone": False,
         "type": record.type,
+        "version": record.version,
         "status": record.status,
         "content": record.content,
         "subject": record.subject,
