@@ -529,6 +529,23 @@ class RetrievalConfig(_Block):
             "other turn) is searched as a plain word, with no entity hit and no gate exemption. In [0, 1]."
         ),
     )
+    common_term_min_records: _PositiveInt = Field(
+        2000,
+        description=(
+            "Lexical pruning starts once the searcher's readable scopes hold at least this many indexed "
+            "records; below it every query word is searched. Integer >= 1."
+        ),
+    )
+    common_term_share: _Unit = Field(
+        0.1,
+        description=(
+            "With pruning on, a plain query word found in more than this share of those records is left "
+            "out of the full-text query: it barely ranks (BM25 IDF at most ln 9 at 10 %) yet would make "
+            "the index score every row containing it. It still counts toward gate coverage, dense "
+            "retrieval still sees it, identifiers, entity aliases and phrases are always searched, and "
+            "when every word is that common the rarest is searched alone. 1 turns pruning off. In [0, 1]."
+        ),
+    )
     rrf_k: _PositiveInt = Field(
         10,
         description=(

@@ -5,7 +5,7 @@ Every command takes ``--store`` (default ``./memory.sqlite``), ``--config`` and
 on stderr and a non-zero exit, never a traceback.
 
 The commands live in modules by what they are for (:mod:`.admin`, :mod:`.search`,
-:mod:`.ops`, :mod:`.extract`, :mod:`.demo`); this module builds the group from them and
+:mod:`.ops`, :mod:`.entity`, :mod:`.extract`, :mod:`.demo`); this module builds the group from them and
 keeps ``retold.cli:main``, the console script's entry point.
 """
 
@@ -15,6 +15,7 @@ import click
 
 from retold.cli.admin import dump, get, grant, migrate, revoke
 from retold.cli.demo import demo
+from retold.cli.entity import entity
 from retold.cli.extract import extract, review_due_command
 from retold.cli.mcp import mcp
 from retold.cli.ops import check, copy_command, erase, expire, reembed, retain, snapshot
@@ -37,7 +38,7 @@ def cli() -> None:
 for _command in (
     migrate, grant, revoke, dump, search, get,
     expire, retain, erase, reembed, check, snapshot, copy_command,
-    demo, extract, review_due_command, mcp,
+    demo, extract, review_due_command, mcp, entity,
 ):  # fmt: skip
     cli.add_command(_command)
 

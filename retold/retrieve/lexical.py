@@ -438,8 +438,9 @@ def _best_match(per_query: Sequence[Sequence[QueryTerm]], fields: Sequence[str])
 
 COMMON_TERM_SHARE = 0.1
 COMMON_TERM_MIN_RECORDS = 2000
-"""With at least COMMON_TERM_MIN_RECORDS indexed records, a plain term in more than
-COMMON_TERM_SHARE of them is left out of the FTS query.
+"""The defaults of retrieval.common_term_min_records and retrieval.common_term_share: with
+at least that many indexed records, a plain term in more than that share of them is left
+out of the FTS query.
 
 Such a term barely ranks (BM25 IDF at most ln 9 ≈ 2.2, against 4.6 and more for a term
 in under 1 % of records), but an OR query on it makes SQLite score every row containing
@@ -450,15 +451,24 @@ when every term is a common plain word, the rarest one is searched alone.
 """
 
 
-def selective_terms(terms: list[QueryTerm], total: int, counts: Mapping[str, int]) -> list[QueryTerm]:
-    """The terms worth an OR query: plain words in at most COMMON_TERM_SHARE of the records."""
-    if total < COMMON_TERM_MIN_RECORDS:  # small stores: scanning is cheap and every term counts
+def selective_terms(
+    terms: list[QueryTerm],
+    total: int,
+    counts: Mapping[str, int],
+    *,
+    min_records: int | None = None,
+    share: float | None = None,
+) -> list[QueryTerm]:
+    """The terms worth an OR query: plain words in at most ``share`` of the records."""
+    min_records = COMMON_TERM_MIN_RECORDS if min_records is None else min_records
+    share = COMMON_TERM_SHARE if share is None else share
+    if total < min_records:  # small stores: scanning is cheap and every term counts
         return terms
 
     def records_with(t: QueryTerm) -> int:  # an upper bound when inflections share records
         return counts.get(t.tokens[0], 0) + sum(counts.get(v, 0) for v in t.variants)
 
-    kept = [t for t in terms if not t.stemmable or records_with(t) <= COMMON_TERM_SHARE * total]
+    kept = [t for t in terms if not t.stemmable or records_with(t) <= share * total]
     if kept:
         return kept
     return [min(terms, key=records_with)]
@@ -472,6 +482,8 @@ async def lexical_search(
     *,
     entity_aliases: Collection[str] = frozenset(),
     scopes: Sequence[Scope] | None = None,
+    common_term_min_records: int | None = None,
+    common_term_share: float | None = None,
 ) -> list[LexicalHit]:
     """Up to ``k`` eligible records matching any query's terms, best BM25 first (spec §10.2).
 
@@ -484,6 +496,7 @@ async def lexical_search(
     Everything the channel derives from the index — inflections, term counts, BM25's
     document frequencies and average length — comes from those scopes' rows alone
     (``Store.lexical_index``), so another tenant's words cannot change this search.
+    ``common_term_*`` are the retrieval config's pruning keys (default: the module's).
     """
     if not eligible or k <= 0:
         return []
@@ -503,7 +516,13 @@ async def lexical_search(
             counts = dict(stats.counts)
             for indexed in stats.variants.values():
                 counts.update(indexed)  # (term, records) pairs: the inflections' own counts
-            terms = selective_terms([t for q in per_query for t in q], stats.total, counts)
+            terms = selective_terms(
+                [t for q in per_query for t in q],
+                stats.total,
+                counts,
+                min_records=common_term_min_records,
+                share=common_term_share,
+            )
         else:
             terms = [t for q in per_query for t in q]
         match = fts_query(terms)

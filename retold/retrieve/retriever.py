@@ -190,7 +190,14 @@ async def generate(rt: Runtime, run: SearchRun) -> None:
         run.broad_entities = sorted(broad)
         alias_set = frozenset(aliases)
         run.lexical = await lexical_search(
-            rt.store, run.queries, run.eligible, k, entity_aliases=alias_set, scopes=run.scopes
+            rt.store,
+            run.queries,
+            run.eligible,
+            k,
+            entity_aliases=alias_set,
+            scopes=run.scopes,
+            common_term_min_records=rt.config.retrieval.common_term_min_records,
+            common_term_share=rt.config.retrieval.common_term_share,
         )
         t = run.mark("lexical", t)
         run.entity = await entity_search(rt.store, aliases, run.eligible, k)
