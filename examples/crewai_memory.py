@@ -33,7 +33,7 @@ from crewai import Agent, Crew, Task  # noqa: E402
 from crewai.llms.base_llm import BaseLLM  # noqa: E402
 from pydantic import Field  # noqa: E402
 
-from retold import Scope  # noqa: E402
+from retold import Principal, Scope  # noqa: E402
 from retold.adapters.crewai import CrewAIMemory, RuntimePortal  # noqa: E402
 from retold.testing import FakeEmbedder, FakeJudge  # noqa: E402
 
@@ -84,8 +84,8 @@ SESSIONS = [
 
 
 async def _turns(rt: Any, session_id: str) -> list[Any]:
-    """The transcript of the session with this id (one principal uses it here)."""
-    return await rt.store.turns(await rt.store.resolve_session(session_id))
+    """The transcript of planner's session with u1 under this id."""
+    return await rt.hooks.turns(Principal("planner", "u1", session_id))
 
 
 def run_session(portal: RuntimePortal, session_id: str, request: str, replies: list[str]) -> None:
@@ -128,9 +128,11 @@ def main(argv: list[str] | None = None) -> None:
             portal.run(rt.host.grant("planner", Scope("user", "u1"), read=True, write=True))
             for session_id, request, replies in SESSIONS:
                 run_session(portal, session_id, request, replies)
-            records = portal.run(
-                rt.store.records_in_scope(Scope("user", "u1"), statuses=("confirmed", "superseded"))
-            )
+            records = [
+                r
+                for r in portal.run(rt.ops.dump_scope(Scope("user", "u1"), all_statuses=True))
+                if r.status in ("confirmed", "superseded")
+            ]
             print("\n== memory")
             for record in records:
                 print(f"  {record.status:>10}: {record.content}  (evidence: {record.evidence!r})")

@@ -23,7 +23,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.prebuilt import ToolNode
 
 import retold
-from retold import Scope
+from retold import Principal, Scope
 from retold.adapters.common import memory_tools
 from retold.adapters.offline import ScriptedChatModel, run_example
 from retold.graph_nodes.nodes import (
@@ -91,7 +91,7 @@ async def main(path: Path) -> None:
             ]
             print(f"{session}: reply {out['messages'][-1].text!r}; recalled blocks: {len(recalled)}")
             await end({"messages": out["messages"]}, config)
-        for turn in await rt.store.turns(await rt.store.resolve_session("s2")):
+        for turn in await rt.hooks.turns(Principal("planner", "u1", "s2")):
             print(f"s2 turn {turn.turn} {turn.role}: {turn.content}")
 
 

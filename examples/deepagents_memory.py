@@ -68,8 +68,8 @@ async def main(path: Path) -> None:
         print("session s2 recalled:", recalled.content.splitlines()[3])
         await say("s2", "Actually I now prefer detailed answers with examples.")
         await end_session(rt, {"configurable": {"thread_id": "s2"}})
-        for row in await rt.store.db.fetchall("SELECT content, status FROM records ORDER BY created_at"):
-            print(f"record: {row['content']} [{row['status']}]")
+        for record in await rt.ops.dump_scope(Scope("user", "u1"), all_statuses=True):
+            print(f"record: {record.content} [{record.status}]")
 
 
 if __name__ == "__main__":

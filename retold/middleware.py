@@ -35,6 +35,7 @@ Use a checkpointer for multi-turn threads: the recorded-message keys live in the
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Annotated, Any, NotRequired
 
@@ -54,7 +55,8 @@ from retold.adapters.common import (
     with_policy,
 )
 from retold.adapters.portal import LoopBridge
-from retold.errors import MissingExtraError
+from retold.errors import InvalidArgumentError, MissingExtraError
+from retold.models import Scope
 from retold.policy.prompt import policy_text
 
 try:
@@ -75,7 +77,12 @@ if TYPE_CHECKING:
     from retold.models import Principal
     from retold.runtime import Runtime
 
-__all__ = ["RetoldContext", "RetoldMiddleware", "RetoldState"]
+__all__ = ["USER_SCOPE_ACCESS", "RetoldContext", "RetoldMiddleware", "RetoldState"]
+
+log = logging.getLogger("retold.middleware")
+
+USER_SCOPE_ACCESS = ("read", "read_write")
+"""The values of ``user_scope``: the access each run's agent gets on its user's scope."""
 
 
 class RetoldState(AgentState):
@@ -97,6 +104,12 @@ class RetoldMiddleware(AgentMiddleware[RetoldState, Any, Any]):
     found when omitted). ``schema_dialect="openai_strict"`` publishes the tools' schemas in
     the form OpenAI's strict function calling needs (every field required, optional ones
     nullable); use it when the model is bound with ``strict=True`` (docs/tools.md).
+    ``user_scope="read_write"`` (or ``"read"``) makes every run ensure that its agent holds
+    that grant on ``user:<user_id>`` (once per agent and user per middleware; an existing
+    wider grant is never narrowed; each change is audited as ``grant.changed``). ``None``
+    grants nothing: the host provisions access itself. Unless ``user_scope="read"`` asked for
+    a read-only agent, when the mode offers ``memory_write`` but the caller has nowhere to
+    write, the tool is absent and a warning is logged once per agent and user.
     """
 
     state_schema = RetoldState
@@ -109,9 +122,14 @@ class RetoldMiddleware(AgentMiddleware[RetoldState, Any, Any]):
         register_tools: bool = True,
         loop: asyncio.AbstractEventLoop | None = None,
         schema_dialect: str = "portable",
+        user_scope: str | None = None,
     ) -> None:
         super().__init__()
+        if user_scope is not None and user_scope not in USER_SCOPE_ACCESS:
+            raise InvalidArgumentError(f"user_scope must be None, 'read' or 'read_write', got {user_scope!r}")
         self.runtime = runtime
+        self.user_scope = user_scope
+        self._checked: set[tuple[str, str]] = set()  # (agent, user) pairs already granted and checked
         self.mode = resolve_mode(runtime, mode)
         self.policy = policy_text(self.mode)
         self._bridge = LoopBridge(
@@ -152,7 +170,39 @@ class RetoldMiddleware(AgentMiddleware[RetoldState, Any, Any]):
     # --- before_agent: open the session -----------------------------------------------------
 
     async def _open(self, principal: Principal) -> None:
+        key = (principal.agent_id, principal.user_id)
+        if key not in self._checked:
+            if self.user_scope is not None:
+                await self._ensure_user_grant(principal)
+            read_only = self.user_scope == "read"  # the host chose no writing: nothing to warn about
+            if (
+                "memory_write" in self._names
+                and not read_only
+                and not await self.runtime.tools.write_targets(principal)
+            ):
+                log.warning(
+                    "agent %r has nowhere to write for user %r, so memory_write is not offered: grant it "
+                    "write access (rt.host.grant) or pass user_scope='read_write'",
+                    principal.agent_id,
+                    principal.user_id,
+                )
+            self._checked.add(key)
         await self.runtime.hooks.on_session_start(principal)
+
+    async def _ensure_user_grant(self, principal: Principal) -> None:
+        """Grant ``user_scope`` on the caller's user scope unless a grant already covers it."""
+        scope = Scope("user", principal.user_id)
+        write = self.user_scope == "read_write"
+        held = next((g for g in await self.runtime.host.grants(principal.agent_id) if g.scope == scope), None)
+        if held is not None and held.can_read and (held.can_write or not write):
+            return
+        await self.runtime.host.grant(
+            principal.agent_id,
+            scope,
+            read=True,
+            write=write or (held is not None and held.can_write),
+            actor="retold.middleware",
+        )
 
     def before_agent(self, state: RetoldState, runtime: GraphRuntime[Any]) -> dict[str, Any] | None:
         principal = self._principal(runtime)

@@ -3,7 +3,7 @@
     from retold.adapters.deepagents import create_memory_agent, end_session
     from retold.middleware import RetoldContext
 
-    agent = create_memory_agent(rt, model, mode="tool_only", checkpointer=InMemorySaver())
+    agent = create_memory_agent(rt, model, user_scope="read_write", checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "s1"}}
     await agent.ainvoke({"messages": [HumanMessage("...")]}, config,
                         context=RetoldContext(agent_id="planner", user_id="u1"))
@@ -86,6 +86,7 @@ def create_memory_agent(
     subagents: Sequence[dict[str, Any]] | None = None,
     subagent_memory: bool = True,
     context_schema: type = RetoldContext,
+    user_scope: str | None = None,
     **kwargs: Any,
 ) -> Any:
     """``create_deep_agent`` with retold's middleware, tools and context schema.
@@ -94,9 +95,12 @@ def create_memory_agent(
     default). ``tools``, ``middleware``
     and the other keyword arguments go to ``create_deep_agent`` unchanged; retold's
     middleware runs after the caller's. Compiled subagents are passed through as they are.
+    ``user_scope="read_write"`` (or ``"read"``) has every run grant its agent that access on
+    the run's ``user:<user_id>`` scope, so a first agent can remember without any setup; the
+    default ``None`` leaves grants to the host (see :class:`~retold.middleware.RetoldMiddleware`).
     """
     create_deep_agent = _create_deep_agent()
-    memory = RetoldMiddleware(runtime, mode, register_tools=False)
+    memory = RetoldMiddleware(runtime, mode, register_tools=False, user_scope=user_scope)
     if subagents is not None and subagent_memory:
         subagents = [with_memory_tools(s, runtime, memory.mode) if _declarative(s) else s for s in subagents]
     known = {getattr(t, "name", None) for t in tools or []}
