@@ -636,7 +636,9 @@ async def test_close_can_cancel_a_scheduled_extraction_cleanly(tmp_path: Path) -
     w.propose(cand("The user prefers concise answers.", QUOTE, 1))
     w.extractor.delay_s = 0.3
     await w.rt.hooks.on_session_end(w.p)
-    await anyio.sleep(0.05)
+    with anyio.fail_after(10):  # wait for the claim itself, not a guess at how long it takes
+        while (await w.session()).extraction_started_at is None:  # noqa: ASYNC110 - polling the store is the point
+            await anyio.sleep(0.005)
     await w.rt.close(cancel_background=True)
     from retold.store import Store
 
