@@ -222,7 +222,9 @@ class MemoryTools:
             include_history=bool(args.get("include_history", False)),
             trigger=trigger,  # type: ignore[arg-type]
         )
-        return search_payload(await self._rt.search(principal, request))
+        explain = args.get("explain", "compact")
+        response = await self._rt.search(principal, request)
+        return search_payload(response, explain=explain, rrf_k=self._rt.config.retrieval.rrf_k)
 
     # --- memory_get -------------------------------------------------------------------------
 

@@ -11,12 +11,13 @@ from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
-from retold.models import Record, Scope, SearchResponse
+from retold.models import Explanation, GeneratorHit, Record, Scope, SearchResponse
 from retold.retrieve.render import render_search, short_id
 from retold.store import Store
+from retold.tools.schemas import EXPLAIN_MODES
 from retold.util import format_ts
 
-__all__ = ["MAX_EVENTS", "record_payload", "search_payload"]
+__all__ = ["MAX_EVENTS", "explanation_payload", "record_payload", "search_payload"]
 
 MAX_EVENTS = 50
 """memory_get shows a record's most recent events up to this many; ``events_total`` counts all."""
@@ -112,9 +113,67 @@ async def record_payload(store: Store, record: Record, readable: Collection[Scop
     }
 
 
-def search_payload(response: SearchResponse) -> dict[str, Any]:
-    """The structured response plus ``rendered``, the §10.9 text a model should be shown."""
+def _hit(hit: GeneratorHit | None) -> dict[str, Any] | None:
+    return None if hit is None else {"rank": hit.rank, "score": round(hit.score, 6)}
+
+
+def explanation_payload(explanation: Explanation, rrf_k: int) -> dict[str, Any]:
+    """Every field of an explanation as JSON, so a caller can see why a result ranked and survived.
+
+    The per-channel RRF contributions are recomputed from the logged ranks with the same
+    ``1 / (rrf_k + rank)`` fusion uses, so they add up to the fused score before freshness.
+    """
+    e = explanation
+    channels = {"dense": e.dense, "lexical": e.lexical, "entity": e.entity}
+    parts = {name: round(1.0 / (rrf_k + hit.rank), 6) for name, hit in channels.items() if hit is not None}
     return {
+        "summary": e.summary,
+        "raw_queries": list(e.raw_queries),
+        "rewritten_queries": None if e.rewritten_queries is None else list(e.rewritten_queries),
+        "rewrite_status": e.rewrite_status,
+        "matched_by": list(e.matched_by),
+        "channels": {name: _hit(hit) for name, hit in channels.items()},
+        "lexical_terms": None
+        if e.lexical_terms is None
+        else {
+            "terms": [
+                {"value": t.value, "is_identifier": t.is_identifier, "is_entity_alias": t.is_entity_alias}
+                for t in e.lexical_terms.terms
+            ],
+            "total_terms": e.lexical_terms.total_terms,
+        },
+        "rrf": {"k": rrf_k, "contributions": parts, "score": round(sum(parts.values()), 6)},
+        "fused_rank": e.fused_rank,
+        "freshness_multiplier": None if e.freshness_multiplier is None else round(e.freshness_multiplier, 6),
+        "rerank": None
+        if e.rerank is None
+        else {"rank_before": e.rerank[0], "rank_after": e.rerank[1], "score": round(e.rerank[2], 6)},
+        "gate": e.gate,
+        "dedup": e.dedup,
+        "budget": e.budget,
+        "source_kind": e.source_kind,
+        "status": e.status,
+        "created_at": _ts(e.created_at),
+        "event_at": _ts(e.event_at),
+        "entity_ids": list(e.entity_ids),
+        "conflicts_with": list(e.conflicts_with),
+    }
+
+
+def search_payload(
+    response: SearchResponse, explain: str = "compact", rrf_k: int | None = None
+) -> dict[str, Any]:
+    """The structured response plus ``rendered``, the §10.9 text a model should be shown.
+
+    ``explain="full"`` adds ``explanation_full`` to each result (``rrf_k`` is then the fusion
+    constant the search ran with); compact answers are unchanged, and ``rendered`` is the same
+    in both modes.
+    """
+    if explain not in EXPLAIN_MODES:
+        raise ValueError(f"explain must be one of {EXPLAIN_MODES}, got {explain!r}")
+    if explain == "full" and rrf_k is None:
+        raise ValueError("explain='full' needs the rrf_k the search was fused with")
+    payload = {
         "ok": True,
         "search_id": response.search_id,
         "rendered": render_search(response),
@@ -141,3 +200,7 @@ def search_payload(response: SearchResponse) -> dict[str, Any]:
         "rewrite_status": response.rewrite_status,
         "timings_ms": response.timings_ms,
     }
+    if explain == "full" and rrf_k is not None:
+        for result, entry in zip(response.results, payload["results"], strict=True):
+            entry["explanation_full"] = explanation_payload(result.explanation, rrf_k)
+    return payload

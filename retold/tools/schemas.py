@@ -33,6 +33,7 @@ from retold.tools import limits as L
 __all__ = [
     "DESCRIPTIONS",
     "DIALECTS",
+    "EXPLAIN_MODES",
     "MERGE_ONLY",
     "RECORD_ACTIONS",
     "REVISE_ACTIONS",
@@ -49,6 +50,9 @@ __all__ = [
     "tool_schema",
     "write_schema",
 ]
+
+EXPLAIN_MODES = ("compact", "full")
+"""memory_search's ``explain``: compact (the default) gives the summary line; full adds every field."""
 
 TOOL_NAMES = ("memory_search", "memory_get", "memory_write", "memory_revise", "memory_forget")
 WRITABLE_SOURCE_KINDS = ("user_statement", "tool_result", "agent_inference")
@@ -156,6 +160,11 @@ def search_schema(default_k: int = 5) -> dict[str, Any]:
             "include_history": {
                 "type": "boolean", "default": False,
                 "description": "Also return superseded and expired memories. Default false.",
+            },
+            "explain": {
+                **_enum(EXPLAIN_MODES), "default": "compact",
+                "description": "compact: a one-line explanation per result. full: also each result's "
+                "channel ranks and scores, fusion, freshness, gate, dedup and budget. Default compact.",
             },
         },
         "required": ["queries"],

@@ -158,6 +158,7 @@ def test_hosted_tools_example(tmp_path: Path) -> None:
         "anthropic: 5 tools, every input_schema portable",
         "anthropic: memory_revise actions confirm, supersede, expire, merge_entities",
         "openai strict: 5 tools, every schema strict and nullable where optional",
-        "openai strict: memory_search requires queries, types, entities, since, until, k, include_history",
+        "openai strict: memory_search requires queries, types, entities, since, until, k, include_history, "
+        "explain",
         "per principal: personal, current_project offered to memory_write",
     ]
