@@ -587,15 +587,24 @@ class EquivalenceConfig(_Block):
     entail_floor: _Unit = Field(
         0.70,
         description=(
-            "Minimum directed entailment score, in both directions, for calling two claims the same "
-            "and reinforcing the existing record. In [0, 1]."
+            "NLI judges: minimum directed entailment probability, in both directions, for calling two "
+            "claims the same and reinforcing the existing record. In [0, 1]."
         ),
     )
     contradict_floor: _Unit = Field(
         0.70,
         description=(
-            "Minimum directed contradiction score, in either direction, for recording a conflict "
-            "rather than a duplicate. In [0, 1]."
+            "NLI judges: minimum directed contradiction probability, in either direction, for "
+            "recording a conflict rather than a duplicate. In [0, 1]."
+        ),
+    )
+    same_cosine: _Unit = Field(
+        0.85,
+        description=(
+            "The conservative judge (the default model): lowest embedding cosine at which two claims "
+            "its rules call equivalent are the same. It scores no entailment or contradiction "
+            "probability (its contradictions are named rules), so the two floors above do not apply "
+            "to it. In [0, 1]."
         ),
     )
 

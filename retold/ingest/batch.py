@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from retold.ingest.request import RETRY, Plan, Refused, WriteRequest, WriteResult
+from retold.ingest.request import RETRY, Plan, Refused, WriteRequest, WriteResult, stage_timings
 from retold.ingest.sources import source_user
 from retold.models import Entity, Principal, Record, Scope
 from retold.util import Timer
@@ -190,7 +190,7 @@ async def _commit(
                 result = item.result
             else:
                 result = await ingestor.persister.commit(item, actor, timer, deferred=deferred)
-            result.timings_ms = {s: round(v, 3) for s, v in timer.timings_ms.items()}
+            result.timings_ms = stage_timings(timer.timings_ms)
             result.timings_ms["total"] = round(timer.total(), 3)
             results.append(result)
         if finish is not None:

@@ -84,7 +84,7 @@ def build_judge(config: Config, embedder: Any) -> EquivalenceJudge:
     """
     eq = config.ingestion.equivalence
     if eq.model == CONSERVATIVE_MODEL:
-        return ConservativeJudge(embedder)
+        return ConservativeJudge(embedder, same_cosine=eq.same_cosine)
     from retold.ingest.llm_judge import LLMJudge, hosted_judge_model
 
     if hosted_judge_model(eq.model) is not None:  # "<provider>:<model>": the hosted LLMJudge

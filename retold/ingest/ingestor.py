@@ -25,7 +25,17 @@ from retold.ingest.entities import principal_entity, resolve_entities
 from retold.ingest.equivalence import decide
 from retold.ingest.evidence import EvidenceOutcome, assess_evidence
 from retold.ingest.persist import Persister
-from retold.ingest.request import RETRY, Plan, Refused, Revision, WriteRequest, WriteResult, fail
+from retold.ingest.request import (
+    RETRY,
+    WRITE_STAGES,
+    Plan,
+    Refused,
+    Revision,
+    WriteRequest,
+    WriteResult,
+    fail,
+    stage_timings,
+)
 from retold.ingest.sources import source_for, source_user
 from retold.ingest.supersession import Decision, Judged, decide_current_fact, scan_window
 from retold.models import (
@@ -50,10 +60,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Ingestor", "WriteRequest", "WriteResult"]
 
-STAGES = (
-    "permission", "evidence", "entities", "embed", "dedup_search", "judge", "supersession",
-    "persistence", "event_log", "transaction", "index_update",
-)  # fmt: skip
+STAGES = WRITE_STAGES  # the write path's stages, defined once in retold.ingest.request
 
 
 WRITE_ATTEMPTS = 4
@@ -151,7 +158,7 @@ class Ingestor:
                 if result.error != RETRY or attempt == WRITE_ATTEMPTS:
                     break
         await self._persist.log_ambiguity(ambiguous, actor, request, user_id)
-        result.timings_ms = {**{s: round(v, 3) for s, v in timer.timings_ms.items()}}
+        result.timings_ms = stage_timings(timer.timings_ms)
         result.timings_ms["total"] = round(timer.total(), 3)
         return result
 

@@ -18,7 +18,16 @@ import numpy as np
 from retold.config import Config
 from retold.ingest.entities import materialize
 from retold.ingest.equivalence import judge_identity
-from retold.ingest.request import RETRY, Plan, WriteRequest, WriteResult, fail
+from retold.ingest.request import (
+    RETRY,
+    WRITE_STAGES,
+    WRITE_STAGES_PENDING,
+    Plan,
+    WriteRequest,
+    WriteResult,
+    fail,
+    stage_timings,
+)
 from retold.ingest.supersession import Decision
 from retold.models import EquivalenceJudge, Record, RecordSource, Resolution
 from retold.policy import lifecycle
@@ -34,7 +43,8 @@ def _source(plan: Plan) -> RecordSource:
     return plan.source
 
 
-_PENDING = ["event_log", "transaction", "index_update", "total"]
+_PENDING = list(WRITE_STAGES_PENDING)
+_DONE = tuple(s for s in WRITE_STAGES if s not in WRITE_STAGES_PENDING)  # known when the event is written
 _REINFORCE_FIELDS = (
     "reinforcements", "last_reinforced_at", "confidence", "status", "expires_at",
     "source_kind", "source_ref", "evidence",
@@ -67,7 +77,6 @@ class Persister:
         record = plan.record
         now = record.created_at
         touched: list[tuple[str, int]] = []
-        timings_done = {s: round(v, 3) for s, v in timer.timings_ms.items()}
         base_payload = self._payload(plan)
 
         if decision.action == "reinforce":
@@ -132,8 +141,7 @@ class Persister:
                     **base_payload,
                     "outcome": outcome,
                     "status": record.status,
-                    "timings_ms": timings_done | {
-                        "persistence": round(timer.timings_ms.get("persistence", 0.0), 3)},
+                    "timings_ms": stage_timings(timer.timings_ms, _DONE),
                     "timings_pending": _PENDING,
                 }  # fmt: skip
                 if decision.action == "superseded_on_arrival":
@@ -206,6 +214,7 @@ class Persister:
                     "evidence": incoming.evidence,
                     "source_kind": incoming.source_kind,
                     "status": status,
+                    "timings_ms": stage_timings(timer.timings_ms, _DONE),
                     "timings_pending": _PENDING,
                 }
                 await self._store.append_event(

@@ -12,7 +12,27 @@ from retold.ingest.evidence import EvidenceOutcome
 from retold.ingest.supersession import Decision, Judged
 from retold.models import Entity, EntityMention, Record, RecordSource, Resolution, Scope
 
-__all__ = ["RETRY", "Plan", "Refused", "Revision", "WriteRequest", "WriteResult", "fail"]
+__all__ = [
+    "RETRY", "WRITE_STAGES", "WRITE_STAGES_PENDING", "Plan", "Refused", "Revision", "WriteRequest",
+    "WriteResult", "fail", "stage_timings",
+]  # fmt: skip
+
+WRITE_STAGES: tuple[str, ...] = (
+    "permission", "evidence", "entities", "embed", "dedup_search", "judge", "supersession",
+    "persistence", "event_log", "transaction", "index_update",
+)  # fmt: skip
+"""Every write stage, in order: each result and event carries all of them (0.0 when one did no work),
+so a dashboard never has to tell "skipped" from "not measured"."""
+
+WRITE_STAGES_PENDING: tuple[str, ...] = ("event_log", "transaction", "index_update", "total")
+"""The stages still running when the write event is appended: named in its ``timings_pending``, never
+given a made-up 0.0 in its ``timings_ms`` (the result, returned afterwards, has them all)."""
+
+
+def stage_timings(measured: dict[str, float], stages: tuple[str, ...] = WRITE_STAGES) -> dict[str, float]:
+    """``stages`` in order, each the measured milliseconds (3 decimals) or 0.0 when it did no work."""
+    return {s: round(measured.get(s, 0.0), 3) for s in stages}
+
 
 RETRY = "concurrent_change"
 """Internal error code: a record the decision depended on changed before the commit."""

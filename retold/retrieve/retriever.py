@@ -48,10 +48,20 @@ from retold.util import new_id
 if TYPE_CHECKING:
     from retold.runtime import Runtime
 
-__all__ = ["SearchRun", "generate", "prepare", "rank", "rerank", "respond", "validate_request"]
+__all__ = [
+    "SEARCH_STAGES", "SearchRun", "generate", "prepare", "rank", "rerank", "respond", "validate_request",
+]  # fmt: skip
 
 MAX_QUERIES = 3
 MAX_K = 50
+
+
+SEARCH_STAGES: tuple[str, ...] = (
+    "rewrite", "scopes", "filter", "index_refresh", "embed", "dense", "lexical", "entity", "fuse",
+    "freshness", "gate", "dedup", "rerank", "budget", "explain", "log",
+)  # fmt: skip
+"""Every search stage, in order: each response and search_log row carries all of them (0.0 when one
+was skipped); the log row lacks only ``log`` itself, still running when the row is written."""
 
 
 @dataclass
@@ -356,7 +366,9 @@ async def respond(rt: Runtime, run: SearchRun) -> SearchResponse:
     if not results:
         reason = _empty_reason(rt, run, budget_out)
     t = run.mark("explain", t)
-    logged_timings = dict(run.timings)
+    # Skipped stages are present with 0.0, never missing; stage order first, any extra key kept.
+    run.timings = {s: run.timings.get(s, 0.0) for s in SEARCH_STAGES} | run.timings
+    logged_timings = {s: v for s, v in run.timings.items() if s != "log"}
     logged_timings["total"] = round((time.perf_counter() - run.t0) * 1000.0, 3)
     await rt.store.insert_search_log(_log_row(rt, run, results, reason, budget_out, logged_timings))
     run.mark("log", t)

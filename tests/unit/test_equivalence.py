@@ -212,6 +212,15 @@ def test_same_words_need_the_cosine_too() -> None:
     assert loose.judge("The user likes jazz.", "The user loves jazz.") == "same"
 
 
+def test_the_configured_same_cosine_reaches_the_conservative_judge() -> None:
+    config = Config().override({"ingestion": {"equivalence": {"same_cosine": 0.0}}})
+    loose = build_judge(config, OrthogonalEmbedder())
+    assert isinstance(loose, ConservativeJudge) and loose.same_cosine == 0.0
+    assert loose.judge("The user likes jazz.", "The user loves jazz.") == "same"
+    strict = build_judge(Config(), OrthogonalEmbedder())
+    assert strict.judge("The user likes jazz.", "The user loves jazz.") == "distinct"
+
+
 def test_a_tense_change_is_not_the_same_claim(judge: ConservativeJudge) -> None:
     assert judge.judge("The user lived in Berlin.", "The user lives in Berlin.") == "distinct"
 

@@ -351,3 +351,20 @@ async def test_write_result_reports_every_stage_timing(world: World) -> None:
     (event,) = await world.events("record.created", result.record_id)
     assert event["payload"]["timings_pending"] == ["event_log", "transaction", "index_update", "total"]
     assert result.as_dict()["ok"] is True and result.as_dict()["outcome"] == "created"
+
+
+async def test_reinforced_write_event_and_result_carry_every_write_stage(world: World) -> None:
+    from retold.ingest.request import WRITE_STAGES, WRITE_STAGES_PENDING
+
+    world.judge.table[(CONCISE, "Aditya likes concise answers.")] = "same"
+    await world.write(CONCISE, evidence=await _user_said(world, "I prefer concise answers, always"))
+    again = await world.write(
+        "Aditya likes concise answers.", evidence=await _user_said(world, "short and concise answers suit me")
+    )
+    assert again.outcome == "reinforced"
+    assert list(again.timings_ms) == [*WRITE_STAGES, "total"]
+    (event,) = await world.events("record.reinforced", again.record_id)
+    timings, pending = event["payload"]["timings_ms"], event["payload"]["timings_pending"]
+    assert pending == list(WRITE_STAGES_PENDING)
+    assert set(timings) | set(pending) == {*WRITE_STAGES, "total"} and not set(timings) & set(pending)
+    assert timings["judge"] >= 0.0 and timings["persistence"] > 0.0

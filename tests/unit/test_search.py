@@ -295,3 +295,14 @@ async def test_the_graph_runs_from_plain_json_input(world: World) -> None:
         {"agent_id": "planner", "user_id": "u2", "queries": ["concise answers preamble"]}
     )
     assert stranger["returned"] == []  # identity decides the scopes; the input cannot name them
+
+
+async def test_search_log_row_carries_every_search_stage_even_skipped_ones(world: World) -> None:
+    from retold.retrieve.retriever import SEARCH_STAGES
+
+    await world.write(CONCISE)
+    response = await search(world, "concise answers preamble")  # the reranker is off: rerank skipped
+    row = await log(world, response.search_id)
+    assert list(row["timings_ms"]) == [s for s in SEARCH_STAGES if s != "log"] + ["total"]
+    assert row["timings_ms"]["rerank"] == 0.0
+    assert list(response.timings_ms) == [*SEARCH_STAGES, "total"]
