@@ -13,7 +13,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from integration.langgraph_server import wait_until_ready  # tests/ is on sys.path
 
 pytestmark = pytest.mark.integration
 
@@ -65,19 +65,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            if proc.poll() is not None:
-                raise AssertionError((home / "server.log").read_text(errors="replace")[-4000:])
-            try:
-                with urllib.request.urlopen(base + "/ok", timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            if time.monotonic() > deadline:
-                raise AssertionError("langgraph dev did not answer /ok within 90 s")
-            time.sleep(0.5)
+        wait_until_ready(proc, base, home / "server.log")
         yield base
     finally:
         if proc.poll() is None:

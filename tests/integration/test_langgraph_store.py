@@ -9,7 +9,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from integration.langgraph_server import wait_until_ready  # tests/ is on sys.path
 
 import retold
 from retold.adapters.langgraph_store import RetoldStore
@@ -131,18 +131,7 @@ def test_langgraph_dev_serves_the_store_api_from_retold(tmp_path: Path) -> None:
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            if proc.poll() is not None:
-                raise AssertionError((tmp_path / "server.log").read_text(errors="replace")[-4000:])
-            try:
-                with urllib.request.urlopen(base + "/ok", timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except (urllib.error.URLError, ConnectionError, TimeoutError):
-                pass
-            assert time.monotonic() < deadline, "langgraph dev did not answer /ok within 90 s"
-            time.sleep(0.3)
+        wait_until_ready(proc, base, tmp_path / "server.log")
         item = {"namespace": ["memories", "u1"], "key": "k", "value": {"content": "Plays chess on Sundays."}}
         _call(base, "PUT", "/store/items", item)
         got = _call(base, "GET", "/store/items?namespace=memories.u1&key=k")
