@@ -99,6 +99,8 @@ class Database:
         self._write_lock = asyncio.Lock()
         # Rollbacks still finishing for callers cancelled during BEGIN (they hold the lock).
         self._finishing: set[asyncio.Task[None]] = set()
+        # Emptied temporary id tables, per connection, for temp_ids to reuse.
+        self._temp_tables: dict[int, list[str]] = {}
         self._closed = False
 
     @classmethod
@@ -411,22 +413,45 @@ class Database:
 
     @asynccontextmanager
     async def temp_ids(self, ids: Iterable[str]) -> AsyncIterator[str]:
-        """Load an id set into a uniquely named temporary table and yield its name.
+        """Load an id set into a temporary table of its own and yield the table's name.
 
         A join against it replaces ``IN (?, ?, ...)``, which would run out of bound
         parameters for a large eligible set. The table lives on the connection the
         caller is using, so use it within the same transaction (or outside any).
+
+        Tables are emptied and pooled per connection, never dropped: SQLite refuses
+        ``DROP TABLE`` (SQLITE_LOCKED) while any other statement on the connection is
+        still reading, which concurrent searches on the shared reader always risk, and
+        each drop would also invalidate every cached statement.
         """
-        name = "temp.ids_" + new_id().replace("-", "")
+        conn = self._conn()
+        pool = self._temp_tables.setdefault(id(conn), [])
+        name = pool.pop() if pool else "temp.ids_" + new_id().replace("-", "")
         try:
             # Inside the try: a cancelled CREATE still runs on the connection's thread, and the
-            # DROP queued behind it is what removes the table then.
-            await self.execute(f"CREATE TABLE {name} (id TEXT PRIMARY KEY)")
-            await self.executemany(f"INSERT OR IGNORE INTO {name}(id) VALUES (?)", ((i,) for i in ids))
+            # DELETE queued behind it is what empties the table then. IF NOT EXISTS: a rolled
+            # back transaction takes a table it created with it.
+            await self._on(conn, f"CREATE TABLE IF NOT EXISTS {name} (id TEXT PRIMARY KEY)")
+            await self._on(conn, f"INSERT OR IGNORE INTO {name}(id) VALUES (?)", ((i,) for i in ids))
             yield name
         finally:
             if not self._closed:
-                await self.execute(f"DROP TABLE IF EXISTS {name}")
+                # Pooled only once emptied; a failed or interrupted DELETE leaves it unused.
+                await run_to_completion(self._on(conn, f"DELETE FROM {name}"))
+                pool.append(name)
+
+    async def _on(self, conn: aiosqlite.Connection, sql: str, rows: Iterable[Params] | None = None) -> None:
+        """One statement (or one per row) on a given connection, run to its end."""
+        self._check_open()
+        if self.tracer is not None:
+            self.tracer(sql, None)
+        try:
+            if rows is None:
+                await conn.execute_fetchall(sql)
+            else:
+                await conn.executemany(sql, rows)
+        except sqlite3.Error as exc:
+            raise translate_error(exc, sql) from exc
 
     async def checkpoint(self) -> None:
         await self.execute("PRAGMA wal_checkpoint(TRUNCATE)")
@@ -443,6 +468,7 @@ class Database:
                 with contextlib.suppress(sqlite3.Error, ValueError):
                     await conn.close()
         self._reader = self._writer = None
+        self._temp_tables.clear()
 
 
 def translate_error(exc: sqlite3.Error, sql: str) -> StoreError:

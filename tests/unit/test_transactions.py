@@ -230,7 +230,11 @@ def writer_in_transaction(store: Store) -> bool:
 
 
 async def temp_id_tables(store: Store) -> list[str]:
-    """Id tables left on any connection of the store."""
+    """Id tables left holding ids on any connection of the store.
+
+    SQLite pools its emptied id tables per connection (never dropping them: see
+    ``Database.temp_ids``), so an empty one is not left behind; at most a few exist.
+    """
     if store.dialect == "postgresql":
         rows = await store.db.fetchall(
             "SELECT relname FROM pg_class WHERE relpersistence = 't' AND relname LIKE 'ids^_%' ESCAPE '^'"
@@ -239,7 +243,11 @@ async def temp_id_tables(store: Store) -> list[str]:
     names = []
     for conn in (store.db._reader, store.db._writer):
         assert conn is not None
-        names += [r[0] for r in await conn.execute_fetchall("SELECT name FROM sqlite_temp_master")]
+        tables = [r[0] for r in await conn.execute_fetchall("SELECT name FROM sqlite_temp_master WHERE type = 'table'")]
+        assert len(tables) <= 4, tables  # pooled, not one per use
+        for table in tables:
+            if table.startswith("ids_") and await conn.execute_fetchall(f"SELECT 1 FROM temp.{table} LIMIT 1"):
+                names.append(table)
     return names
 
 
@@ -420,3 +428,24 @@ async def test_a_lone_statement_cancelled_at_any_await_is_whole_or_absent(store:
         if not result.cancelled:
             assert rows
             break
+
+
+async def test_an_id_table_is_released_while_another_statement_is_still_reading(tmp_path: Path) -> None:
+    """Concurrent searches share the reader: releasing one's id table mid-read of another's is safe.
+
+    SQLite refuses DROP TABLE while any statement on the connection is reading, so a search
+    finishing while another streamed its rows once failed with "database table is locked".
+    """
+    db = await Database.open(tmp_path / "ids.sqlite")
+    try:
+        async with db.temp_ids(f"r{i}" for i in range(500)) as reading:
+            cursor = await db._conn().execute(f"SELECT id FROM {reading}")
+            assert await cursor.fetchone() is not None  # a statement mid-read on the reader
+            async with db.temp_ids(["a", "b"]) as other:
+                assert {r[0] for r in await db.fetchall(f"SELECT id FROM {other}")} == {"a", "b"}
+            assert len(await cursor.fetchall()) == 499
+            await cursor.close()
+        async with db.temp_ids(["c"]) as reused:  # emptied and pooled, never another's rows
+            assert [r[0] for r in await db.fetchall(f"SELECT id FROM {reused}")] == ["c"]
+    finally:
+        await db.close()
