@@ -132,16 +132,39 @@ def gate(
 def empty_reason(
     candidates: Sequence[Candidate], subjects: Mapping[str, GateSubject], floors: GateFloors, eligible: int
 ) -> str:
-    """Step 3: why nothing survived, naming the best candidate's missed floors."""
+    """Step 3: why nothing survived, naming each channel's best candidate and the floor it missed.
+
+    Each channel reports its own best (the highest dense cosine, the most query terms matched),
+    not the best fused candidate's, so "best dense" agrees with the search log's best dense score.
+    """
     if eligible == 0:
         return "no eligible records: nothing readable matches the scopes and filters"
     if not candidates:
         return "no candidate: no dense, lexical or entity match among the eligible records"
     best = max(candidates, key=lambda c: c.score)
-    subject = subjects[best.record_id]
-    if subject.source_kind in floors.exclude_source_kinds:
-        return f"best candidate excluded: source kind {subject.source_kind} is not retrieved by the host"
-    if passes_step1(best, subject, floors) is not None:
-        return f"best candidate dropped: {best.gate_reason}"
-    text = missed_floors(best, subject, floors)
-    return text.replace("dense ", "best dense ", 1).replace("lexical ", "best lexical ", 1)
+    considered = [c for c in candidates if subjects[c.record_id].source_kind not in floors.exclude_source_kinds]
+    if not considered:
+        kind = subjects[best.record_id].source_kind
+        return f"best candidate excluded: source kind {kind} is not retrieved by the host"
+    survivor = next((c for c in considered if passes_step1(c, subjects[c.record_id], floors) is not None), None)
+    if survivor is not None:
+        return f"best candidate dropped: {survivor.gate_reason}"
+    parts = []
+    dense = [c for c in considered if c.dense is not None]
+    if dense:
+        top = max(dense, key=lambda c: c.dense.score)  # type: ignore[union-attr]
+        subject = subjects[top.record_id]
+        floor = floors.dense_floor.for_record(subject.type, subject.source_kind)
+        assert top.dense is not None
+        parts.append(f"best dense {top.dense.score:.2f} < {floor:.2f} ({_floor_name(subject)})")
+    else:
+        parts.append("no dense match")
+    lexical = [c for c in considered if c.lexical is not None and c.lexical_terms and c.lexical_terms.total_terms]
+    if lexical:
+        top = max(lexical, key=lambda c: (len(c.lexical_terms.terms), c.score))  # type: ignore[union-attr]
+        _, reason = _lexical_pass(top, floors)
+        parts.append("best " + (reason or "lexical match"))
+    else:
+        parts.append("no lexical match")
+    parts.append("no entity match")
+    return "; ".join(parts)

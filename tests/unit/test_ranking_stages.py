@@ -184,3 +184,15 @@ def test_authority_counterpart_that_outranks_its_conflict_keeps_its_place_under_
     )
     assert [a.candidate.record_id for a in admitted] == [confirmed.id, provisional.id]
     assert admitted[0].counterpart_of == provisional.id
+
+
+def test_empty_reason_reports_each_channels_own_best_not_the_fused_leaders() -> None:
+    """The fused leader can have a weaker cosine than another candidate: the reason names the
+    strongest cosine and the most matched terms, the figures the search log shows."""
+    leader = cand("a", dense=0.30, lex=(1, 4, ()), score=0.05)
+    closest = cand("b", dense=0.41, score=0.02)
+    wordiest = cand("c", lex=(1, 3, ()), score=0.01)
+    subjects = {"a": SEM, "b": SEM, "c": SEM}
+    assert gate([leader, closest, wordiest], subjects, FLOORS)[0] == []
+    reason = empty_reason([leader, closest, wordiest], subjects, FLOORS, eligible=3)
+    assert reason.startswith("best dense 0.41 < 0.45 (semantic); best lexical 1/")
