@@ -142,11 +142,12 @@ def empty_reason(
     if not candidates:
         return "no candidate: no dense, lexical or entity match among the eligible records"
     best = max(candidates, key=lambda c: c.score)
-    considered = [c for c in candidates if subjects[c.record_id].source_kind not in floors.exclude_source_kinds]
+    excluded = floors.exclude_source_kinds
+    considered = [c for c in candidates if subjects[c.record_id].source_kind not in excluded]
     if not considered:
         kind = subjects[best.record_id].source_kind
         return f"best candidate excluded: source kind {kind} is not retrieved by the host"
-    survivor = next((c for c in considered if passes_step1(c, subjects[c.record_id], floors) is not None), None)
+    survivor = next((c for c in considered if passes_step1(c, subjects[c.record_id], floors)), None)
     if survivor is not None:
         return f"best candidate dropped: {survivor.gate_reason}"
     parts = []
@@ -159,7 +160,7 @@ def empty_reason(
         parts.append(f"best dense {top.dense.score:.2f} < {floor:.2f} ({_floor_name(subject)})")
     else:
         parts.append("no dense match")
-    lexical = [c for c in considered if c.lexical is not None and c.lexical_terms and c.lexical_terms.total_terms]
+    lexical = [c for c in considered if c.lexical and c.lexical_terms and c.lexical_terms.total_terms]
     if lexical:
         top = max(lexical, key=lambda c: (len(c.lexical_terms.terms), c.score))  # type: ignore[union-attr]
         _, reason = _lexical_pass(top, floors)

@@ -243,10 +243,12 @@ async def temp_id_tables(store: Store) -> list[str]:
     names = []
     for conn in (store.db._reader, store.db._writer):
         assert conn is not None
-        tables = [r[0] for r in await conn.execute_fetchall("SELECT name FROM sqlite_temp_master WHERE type = 'table'")]
+        listed = await conn.execute_fetchall("SELECT name FROM sqlite_temp_master WHERE type = 'table'")
+        tables = [r[0] for r in listed]
         assert len(tables) <= 4, tables  # pooled, not one per use
         for table in tables:
-            if table.startswith("ids_") and await conn.execute_fetchall(f"SELECT 1 FROM temp.{table} LIMIT 1"):
+            held = await conn.execute_fetchall(f"SELECT 1 FROM temp.{table} LIMIT 1")
+            if table.startswith("ids_") and held:
                 names.append(table)
     return names
 
