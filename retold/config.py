@@ -529,6 +529,15 @@ class RetrievalConfig(_Block):
             "other turn) is searched as a plain word, with no entity hit and no gate exemption. In [0, 1]."
         ),
     )
+    focus_queries: bool = Field(
+        True,
+        description=(
+            "Names of entities too broad to select (entity_max_share) or of the searcher themselves "
+            "are left out of the text the dense channel embeds and of the full-text query: they "
+            "cannot tell records apart, and in a small embedding model they outweigh the words that "
+            "can. The search log records the dense query text. true or false."
+        ),
+    )
     common_term_min_records: _PositiveInt = Field(
         2000,
         description=(

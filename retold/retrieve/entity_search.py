@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EntityHit",
+    "QueryEntities",
     "alias_candidates",
     "broad_entities",
     "entity_search",
@@ -103,6 +104,15 @@ def broad_entities(counts: dict[str, int], eligible: int, k: int, max_share: flo
     return {entity_id for entity_id, count in counts.items() if count > bar}
 
 
+@dataclass(frozen=True)
+class QueryEntities:
+    """What the query's names resolved to, for the channels that read them."""
+
+    selective: dict[str, list[str]]  # alias -> entity ids that select records (the entity channel)
+    broad: set[str]  # entity ids named but linked to too many eligible records to select
+    unselective: frozenset[str] = frozenset()  # aliases naming only the searcher or broad entities
+
+
 async def selective_aliases(
     store: Store,
     candidates: Iterable[str],
@@ -112,24 +122,28 @@ async def selective_aliases(
     *,
     k: int,
     max_share: float,
-) -> tuple[dict[str, list[str]], set[str]]:
-    """The query's aliases that select records, and the named entities too broad to.
+) -> QueryEntities:
+    """The query's aliases that select records, the named entities too broad to, and the
+    aliases that name nothing else (:mod:`retold.retrieve.query_focus` leaves those out).
 
     The searcher's own person entity never selects (every personal record is about them);
     others are dropped by :func:`broad_entities`. Dropped aliases stay plain query words.
     """
     scope_list = list(scopes)
-    aliases = await resolve_query_aliases(store, candidates, scope_list)
-    if not aliases:
-        return {}, set()
+    resolved = await resolve_query_aliases(store, candidates, scope_list)
+    if not resolved:
+        return QueryEntities({}, set())
     user = principal.user_scope
-    own = await store.entities_by_alias(normalize_alias(user.id), scopes=[user], kinds=["person"])
-    aliases = without_entities(aliases, [e.id for e in own])
-    if not aliases:
-        return {}, set()
-    counts = await store.entity_link_counts({e for ids in aliases.values() for e in ids}, eligible)
-    broad = broad_entities(counts, len(eligible), k, max_share)
-    return without_entities(aliases, broad), broad
+    named_user = await store.entities_by_alias(normalize_alias(user.id), scopes=[user], kinds=["person"])
+    own = {e.id for e in named_user}
+    aliases = without_entities(resolved, own)
+    broad: set[str] = set()
+    if aliases:
+        counts = await store.entity_link_counts({e for ids in aliases.values() for e in ids}, eligible)
+        broad = broad_entities(counts, len(eligible), k, max_share)
+    dropped = own | broad
+    unselective = frozenset(a for a, ids in resolved.items() if ids and all(e in dropped for e in ids))
+    return QueryEntities(without_entities(aliases, broad), broad, unselective)
 
 
 @dataclass(frozen=True)

@@ -144,6 +144,11 @@ def _strip_clitic(token: str) -> str:
     return token
 
 
+def word_key(raw: str) -> str:
+    """A whitespace-split token as alias lookups see it: edges, clitic and case folded away."""
+    return normalize_alias(_strip_clitic(_strip_edges(fold_apostrophes(raw))))
+
+
 @dataclass(frozen=True)
 class QueryWord:
     """One whitespace token of a query after punctuation, contraction and possessive removal.
@@ -484,6 +489,7 @@ async def lexical_search(
     scopes: Sequence[Scope] | None = None,
     common_term_min_records: int | None = None,
     common_term_share: float | None = None,
+    unselective: Collection[str] = frozenset(),
 ) -> list[LexicalHit]:
     """Up to ``k`` eligible records matching any query's terms, best BM25 first (spec §10.2).
 
@@ -497,6 +503,8 @@ async def lexical_search(
     document frequencies and average length — comes from those scopes' rows alone
     (``Store.lexical_index``), so another tenant's words cannot change this search.
     ``common_term_*`` are the retrieval config's pruning keys (default: the module's).
+    ``unselective`` are aliases of names that cannot tell records apart (query_focus): their
+    words stay out of the full-text query, as common words do, unless nothing else is left.
     """
     if not eligible or k <= 0:
         return []
@@ -525,6 +533,9 @@ async def lexical_search(
             )
         else:
             terms = [t for q in per_query for t in q]
+        if unselective:
+            names = {word for alias in unselective for word in alias.split()}
+            terms = [t for t in terms if not (t.stemmable and t.value in names)] or terms
         match = fts_query(terms)
         if not match:
             return []

@@ -36,12 +36,13 @@ from retold.policy.grants import readable_scopes
 from retold.policy.prompt import POLICY_VERSION
 from retold.retrieve.budget import fill_budget
 from retold.retrieve.dedup import collapse_duplicates
-from retold.retrieve.entity_search import alias_candidates, entity_search, selective_aliases
+from retold.retrieve.entity_search import QueryEntities, alias_candidates, entity_search, selective_aliases
 from retold.retrieve.explain import build_explanation
 from retold.retrieve.freshness import apply_freshness
 from retold.retrieve.fusion import fuse
 from retold.retrieve.gate import GateSubject, empty_reason, gate
 from retold.retrieve.lexical import lexical_search
+from retold.retrieve.query_focus import without_mentions
 from retold.retrieve.rewrite import rewrite_stage
 from retold.util import new_id
 
@@ -76,6 +77,7 @@ class SearchRun:
     warm: bool = False
     timings: dict[str, float] = field(default_factory=dict)
     queries: list[str] = field(default_factory=list)
+    dense_queries: list[str] = field(default_factory=list)  # what the dense channel embedded
     rewrite_status: str = "disabled"
     scopes: list[Scope] = field(default_factory=list)
     eligible: set[str] = field(default_factory=set)
@@ -169,15 +171,35 @@ async def generate(rt: Runtime, run: SearchRun) -> None:
     """Dense, lexical and entity candidates. Lexical and entity SQL run while the embedder works."""
     k = rt.config.retrieval.per_generator_k
 
-    def embed() -> np.ndarray:
+    cfg = rt.config.retrieval
+    # The dense query leaves out names too broad to choose (query_focus), known once the entity
+    # stage has resolved them. The query as written is embedded meanwhile, so a query naming no
+    # such entity waits for nothing; one that does pays a second model call on the focused text.
+    named: asyncio.Future[QueryEntities] = asyncio.get_running_loop().create_future()
+
+    def embed(texts: list[str]) -> np.ndarray:
         # The model call leaves the event loop; the lexical SQL runs meanwhile.
         t = time.perf_counter()
-        qvecs = np.asarray(rt.embedder.embed_queries(run.queries))
+        qvecs = np.asarray(rt.embedder.embed_queries(texts))
         run.mark("embed", t)
         return qvecs
 
     async def dense() -> None:
-        qvecs = await anyio.to_thread.run_sync(embed)
+        written = asyncio.ensure_future(anyio.to_thread.run_sync(embed, run.queries))
+        try:
+            entities = await asyncio.shield(named)
+            run.dense_queries = [
+                without_mentions(q, entities.unselective, cfg.max_alias_tokens) if cfg.focus_queries else q
+                for q in run.queries
+            ]
+            if run.dense_queries == run.queries:
+                qvecs = await written
+            else:
+                qvecs = await anyio.to_thread.run_sync(embed, run.dense_queries)
+        finally:
+            if not written.done():  # its thread finishes on its own; nobody reads the result
+                written.add_done_callback(lambda task: task.cancelled() or task.exception())
+                written.cancel()
         t = time.perf_counter()
         # Best cosine per record over the queries, capped after the union (spec §10.1): the
         # in-process index (SQLite) or pgvector inside PostgreSQL (retold.index.dense).
@@ -188,16 +210,22 @@ async def generate(rt: Runtime, run: SearchRun) -> None:
 
     async def lexical_and_entity() -> None:
         t = time.perf_counter()
-        aliases, broad = await selective_aliases(
-            rt.store,
-            alias_candidates(run.queries, run.request.entities, rt.config.retrieval.max_alias_tokens),
-            run.principal,
-            run.scopes,
-            run.eligible,
-            k=k,
-            max_share=rt.config.retrieval.entity_max_share,
-        )
-        run.broad_entities = sorted(broad)
+        try:
+            entities = await selective_aliases(
+                rt.store,
+                alias_candidates(run.queries, run.request.entities, cfg.max_alias_tokens),
+                run.principal,
+                run.scopes,
+                run.eligible,
+                k=k,
+                max_share=cfg.entity_max_share,
+            )
+        except BaseException:
+            named.cancel()
+            raise
+        named.set_result(entities)
+        run.broad_entities = sorted(entities.broad)
+        aliases = entities.selective
         alias_set = frozenset(aliases)
         run.lexical = await lexical_search(
             rt.store,
@@ -206,8 +234,9 @@ async def generate(rt: Runtime, run: SearchRun) -> None:
             k,
             entity_aliases=alias_set,
             scopes=run.scopes,
-            common_term_min_records=rt.config.retrieval.common_term_min_records,
-            common_term_share=rt.config.retrieval.common_term_share,
+            common_term_min_records=cfg.common_term_min_records,
+            common_term_share=cfg.common_term_share,
+            unselective=entities.unselective if cfg.focus_queries else frozenset(),
         )
         t = run.mark("lexical", t)
         run.entity = await entity_search(rt.store, aliases, run.eligible, k)
@@ -450,6 +479,8 @@ def _log_row(
             "until": req.until,
             "k": req.k,
             "include_history": req.include_history,
+            # What the dense channel embedded when query_focus left names out (text: erased with the rest).
+            "dense_queries": run.dense_queries if run.dense_queries not in ([], run.queries) else None,
         },
         "context": req.context,
         "rewrite_status": run.rewrite_status,
@@ -491,6 +522,7 @@ def _log_row(
             "reranker_mode": cfg.reranker.mode,
             "index_refresh": run.index_refresh,
             "broad_entities": run.broad_entities,
+            "focus_queries": cfg.retrieval.focus_queries,
             "entity_max_share": cfg.retrieval.entity_max_share,
             "gate": {
                 "enabled": req.gate,  # False: the caller asked for every match (floors at zero)
