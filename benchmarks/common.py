@@ -41,10 +41,12 @@ class Target:
     name: str
     figure: Callable[[dict[str, Any]], float | None]
     bound: float
-    op: str = "<="  # "<=" or "<": the figure must be at most / under the bound
+    op: str = "<="  # "<=", "<" or ">=": the figure must be at most / under / at least the bound
     unit: str = "ms"
 
     def met(self, value: float) -> bool:
+        if self.op == ">=":
+            return value >= self.bound
         return value <= self.bound if self.op == "<=" else value < self.bound
 
 

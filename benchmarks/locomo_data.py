@@ -116,6 +116,30 @@ class Ingested:
         return {self.record_of[d] for d in question.evidence if d in self.record_of}
 
 
+def windows(conv: Conversation, n: int) -> tuple[Conversation, dict[str, list[str]]]:
+    """The conversation with every ``n`` consecutive turns of a session joined into one turn.
+
+    A stand-in for stores of long, multi-sentence records (whole user messages, not chat
+    lines): each joined turn is ``"<speaker>: <text>"`` lines and keeps its first turn's
+    ``dia_id`` and speaker. Also returns first ``dia_id`` -> every ``dia_id`` it joined.
+    """
+    if n <= 1:
+        return conv, {t.dia_id: [t.dia_id] for t in conv.turns}
+    joined: list[Turn] = []
+    members: dict[str, list[str]] = {}
+    by_session: dict[int, list[Turn]] = {}
+    for turn in conv.turns:
+        by_session.setdefault(turn.session, []).append(turn)
+    for turns in by_session.values():
+        for i in range(0, len(turns), n):
+            group = turns[i : i + n]
+            first = group[0]
+            text = "\n".join([first.text, *(t.content for t in group[1:])])
+            joined.append(Turn(first.dia_id, first.session, first.index, first.speaker, text, first.at))
+            members[first.dia_id] = [t.dia_id for t in group]
+    return Conversation(conv.sample_id, conv.speakers, joined, conv.questions), members
+
+
 def parse_session_date(text: str) -> datetime:
     """``"1:56 pm on 8 May, 2023"`` → ``2023-05-08 13:56 UTC`` (LoCoMo gives no zone; UTC is assumed)."""
     m = _DATE.match(text)
