@@ -17,7 +17,10 @@ F1 treats "the gate keeps something" as the positive prediction and counts it co
 when a gold record survives: precision = gold-kept class-1 items / items with anything kept
 (classes 1 and 2), recall = gold-kept class-1 items / class-1 items. The tool floors maximise
 F1 subject to a class-3 injection ceiling; the auto floors maximise class-1 recall subject to
-the (stricter) auto injection target. The relative floor never empties a non-empty result
+the (stricter) auto injection target, sweeping also how they rise for a turn that plainly
+states (``gate.auto.statements``; ``retold.retrieve.query_kind`` decides, and the logged
+search records which floors applied). ``--tune-on 5`` chooses on the first five
+conversations' searches and reports the other five apart. The relative floor never empties a non-empty result
 (each channel group's top survives it), so those rates cannot choose it: the current default
 stays unless it costs more than ``--relative-tolerance`` class-1 recall, at the real clock or
 at a clock one day after the conversation's last session (LoCoMo is years old, so at the
@@ -36,6 +39,7 @@ entity channel passes unconditionally) and the conversation-end clock.
     python benchmarks/calibrate_gate.py --json benchmarks/results/gate_calibration.json
     python benchmarks/calibrate_gate.py --store s.sqlite      # keep the store and its search log
     python benchmarks/calibrate_gate.py --from-store s.sqlite # re-sweep a kept log, no searching
+    python benchmarks/calibrate_gate.py --tune-on 5           # choose on 1-5, report 6-10 apart
 
 LoCoMo is CC BY-NC 4.0 and is read from the shared data (``RETOLD_LOCOMO`` overrides).
 """
@@ -72,7 +76,7 @@ for entry in (ROOT, ROOT / "benchmarks"):  # runnable as `python benchmarks/cali
 from locomo_data import Conversation, Ingested, ingest_conversations, load_conversations  # noqa: E402
 
 import retold  # noqa: E402
-from retold.config import AutoDenseFloors, Config, DenseFloors, GateFloors  # noqa: E402
+from retold.config import Config, DenseFloors, GateFloors  # noqa: E402
 from retold.models import Candidate, Principal, SearchRequest  # noqa: E402
 from retold.retrieve.freshness import freshness_multiplier  # noqa: E402
 from retold.retrieve.gate import GateSubject, gate  # noqa: E402
@@ -132,6 +136,24 @@ class Item:
     search_id: str = ""
 
 
+STATEMENTS = Config().retrieval.gate.auto.statements
+# A search's floors as (if it asks, if it plainly states); equal for tool searches (query_kind).
+Rule = tuple[GateFloors, GateFloors]
+GRID_STATEMENT_OFFSET = [0.0, 0.05, 0.075, 0.1, 0.125, 0.15]
+GRID_STATEMENT_FRACTION = [0.5, 0.75, 1.0]
+
+
+def as_rule(floors: GateFloors | Rule) -> Rule:
+    return floors if isinstance(floors, tuple) else (floors, floors)
+
+
+def logged_asks(row: dict[str, Any] | None) -> bool:
+    """Whether the logged search asked something (its floors' query kind; True when unknown)."""
+    if row is None:
+        return True
+    return _load(row["config_flags"]).get("gate", {}).get("query_kind") != "statement"
+
+
 @dataclass(frozen=True)
 class Setting:
     """One point of the sweep: the episodic floor (the others follow by offset) and the other keys."""
@@ -141,28 +163,36 @@ class Setting:
     matched: int
     relative: float
     auto: bool = False
+    # auto only: how the floors rise for a turn that plainly states (gate.auto.statements)
+    statement_offset: float = STATEMENTS.dense_offset
+    statement_fraction: float = STATEMENTS.lexical_min_term_fraction
 
     def dense(self) -> dict[str, float]:
         offsets = AUTO_OFFSETS if self.auto else TOOL_OFFSETS
         return {t: round(min(1.0, self.episodic + offsets[t]), 3) for t in TYPES}
 
-    def floors(self) -> GateFloors:
-        """The floors exactly as ``GateConfig.floors_for`` would build them from this setting."""
-        dense = (AutoDenseFloors if self.auto else DenseFloors)(**self.dense())
-        exclude = Config().retrieval.gate.auto.exclude_source_kinds if self.auto else ()
-        return GateFloors(dense, self.fraction, self.matched, self.relative, exclude)
+    def floors(self) -> Rule:
+        """The floors exactly as ``GateConfig.floors_for`` builds them from this setting, for a
+        search that asks and (auto) for one that plainly states."""
+        gate_config = self.config().retrieval.gate
+        if not self.auto:
+            return as_rule(gate_config.floors_for("tool"))
+        return gate_config.floors_for("auto", asks=True), gate_config.floors_for("auto", asks=False)
 
     def config(self) -> Config:
         """A validated default config carrying this setting under its trigger's keys."""
         prefix = "retrieval.gate.auto" if self.auto else "retrieval.gate"
-        return Config().override(
-            {
-                f"{prefix}.dense_floor": self.dense(),
-                f"{prefix}.lexical_min_term_fraction": self.fraction,
-                f"{prefix}.lexical_min_matched_terms": self.matched,
-                f"{prefix}.relative_floor": self.relative,
-            }
-        )
+        keys: dict[str, Any] = {
+            f"{prefix}.dense_floor": self.dense(),
+            f"{prefix}.lexical_min_term_fraction": self.fraction,
+            f"{prefix}.lexical_min_matched_terms": self.matched,
+            f"{prefix}.relative_floor": self.relative,
+        }
+        if self.auto:
+            keys[f"{prefix}.statements"] = {
+                "dense_offset": self.statement_offset, "lexical_min_term_fraction": self.statement_fraction,
+            }  # fmt: skip
+        return Config().override(keys)
 
 
 # --------------------------------------------------------------------------- searching
@@ -278,9 +308,9 @@ async def load_logged(
         for it in items[:: max(1, len(items) // 25)]:
             row = rows[it.search_id]
             replayed = await replay_gate(rt.store, it.search_id, check)
-            kept, _ = gate(
-                candidates(row, subjects), subjects, check.retrieval.gate.floors_for(row["trigger"])
-            )
+            asked = _load(row["config_flags"]).get("gate", {}).get("query_kind") != "statement"
+            floors = check.retrieval.gate.floors_for(row["trigger"], asks=asked)
+            kept, _ = gate(candidates(row, subjects), subjects, floors)
             assert replayed.kept == [c.record_id for c in kept], "replay_gate disagrees with gate()"
     return rows, subjects, event_at
 
@@ -339,6 +369,7 @@ class Table:
                 ))  # fmt: skip
         columns = list(zip(*cols, strict=True)) if cols else [()] * 13
         self.n = len(items)
+        self.asks = np.asarray([logged_asks(rows.get(it.search_id)) for it in items], dtype=bool)
         self.sid = np.asarray(columns[0], dtype=np.int64)
         self.dense = np.asarray(columns[1], dtype=np.float64)
         self.matched = np.asarray(columns[2], dtype=np.int64)
@@ -382,7 +413,7 @@ class Table:
         other.score = self.rrf * multiplier
         return other
 
-    def gold_in_first_k(self, items: list[Item], floors: GateFloors, k: int) -> float:
+    def gold_in_first_k(self, items: list[Item], floors: GateFloors | Rule, k: int) -> float:
         """Class-1 share with a gold record among the first ``k`` survivors in score order."""
         kept = self.kept(floors)
         hits = present = 0
@@ -395,15 +426,23 @@ class Table:
             hits += bool(self.gold[mask][order].any())
         return hits / present if present else float("nan")
 
-    def decide(self, floors: GateFloors) -> Decision:
+    def decide(self, floors: GateFloors | Rule) -> Decision:
         """What ``gate()`` keeps for every search under ``floors``, per search."""
         kept = self.kept(floors)
         survivors = np.bincount(self.sid[kept], minlength=self.n)
         gold_kept = np.bincount(self.sid[kept & self.gold], minlength=self.n) > 0
         return Decision(survivors > 0, gold_kept, survivors)
 
-    def kept(self, floors: GateFloors) -> np.ndarray:
-        """Per candidate: does ``gate()`` keep it under ``floors`` (steps 1 and 2, vectorised)."""
+    def kept(self, floors: GateFloors | Rule) -> np.ndarray:
+        """Per candidate: does ``gate()`` keep it under ``floors`` (steps 1 and 2, vectorised);
+        a rule's second floors apply to the searches that plainly state (query_kind)."""
+        asking, stating = as_rule(floors)
+        kept = self._kept(asking)
+        if stating == asking:
+            return kept
+        return np.where(self.asks[self.sid], kept, self._kept(stating))
+
+    def _kept(self, floors: GateFloors) -> np.ndarray:
         dense_floor = np.asarray(
             [
                 floors.dense_floor.for_record("episodic", t)
@@ -459,8 +498,14 @@ def sweep(table: Table, items: list[Item], *, auto: bool) -> list[Result]:
     return [
         (s, metrics(items, table.decide(s.floors())))
         for s in (
-            Setting(e, f, m, 0.0, auto=auto)
-            for e, f, m in itertools.product(GRID_DENSE, GRID_FRACTION, GRID_MATCHED)
+            Setting(e, f, m, 0.0, auto=auto, statement_offset=o, statement_fraction=sf)
+            for e, f, m, o, sf in itertools.product(
+                GRID_DENSE,
+                GRID_FRACTION,
+                GRID_MATCHED,
+                GRID_STATEMENT_OFFSET if auto else [STATEMENTS.dense_offset],
+                GRID_STATEMENT_FRACTION if auto else [STATEMENTS.lexical_min_term_fraction],
+            )
         )
     ]
 
@@ -505,7 +550,7 @@ def exact_check(
     items: list[Item],
     rows: dict[str, Any],
     subjects: dict[str, GateSubject],
-    floors: GateFloors,
+    floors: GateFloors | Rule,
     fast: Decision,
     k: int,
 ) -> float:
@@ -514,8 +559,10 @@ def exact_check(
     Returns the class-1 share with a gold record among the first ``k`` survivors (budget order).
     """
     hits = present = 0
+    asking, stating = as_rule(floors)
     for s, item in enumerate(items):
-        kept, _ = gate(candidates(rows.get(item.search_id), subjects), subjects, floors)
+        row = rows.get(item.search_id)
+        kept, _ = gate(candidates(row, subjects), subjects, asking if logged_asks(row) else stating)
         ids = [c.record_id for c in kept]
         assert len(ids) == fast.survivors[s], f"sweep disagrees with gate() on {item.search_id}"
         assert bool(set(ids) & set(item.gold)) == bool(fast.gold_kept[s]), f"gold differs, {item.search_id}"
@@ -528,22 +575,36 @@ def exact_check(
 # --------------------------------------------------------------------------- reporting
 
 
-def describe(floors: GateFloors) -> dict[str, Any]:
-    return {
-        "dense_floor": floors.dense_floor.model_dump(),
-        "lexical_min_term_fraction": floors.lexical_min_term_fraction,
-        "lexical_min_matched_terms": floors.lexical_min_matched_terms,
-        "relative_floor": floors.relative_floor,
+def describe(floors: GateFloors | Rule) -> dict[str, Any]:
+    asking, stating = as_rule(floors)
+    out: dict[str, Any] = {
+        "dense_floor": asking.dense_floor.model_dump(),
+        "lexical_min_term_fraction": asking.lexical_min_term_fraction,
+        "lexical_min_matched_terms": asking.lexical_min_matched_terms,
+        "relative_floor": asking.relative_floor,
     }
+    if stating != asking:
+        out["statements"] = {
+            "dense_floor": stating.dense_floor.model_dump(),
+            "lexical_min_term_fraction": stating.lexical_min_term_fraction,
+        }
+    return out
 
 
-def short(floors: GateFloors) -> str:
-    d = floors.dense_floor
-    return (
+def short(floors: GateFloors | Rule) -> str:
+    asking, stating = as_rule(floors)
+    d = asking.dense_floor
+    text = (
         f"episodic {d.episodic:.3f}, semantic {d.semantic:.3f}, lexical fraction "
-        f"{floors.lexical_min_term_fraction:g} x {floors.lexical_min_matched_terms} terms, "
-        f"relative {floors.relative_floor:g}"
+        f"{asking.lexical_min_term_fraction:g} x {asking.lexical_min_matched_terms} terms, "
+        f"relative {asking.relative_floor:g}"
     )
+    if stating != asking:
+        text += (
+            f"; a turn that plainly states: episodic {stating.dense_floor.episodic:.3f}, "
+            f"lexical fraction {stating.lexical_min_term_fraction:g}"
+        )
+    return text
 
 
 def print_rows(title: str, first: str, rows: list[tuple[str, dict[str, float]]]) -> None:
@@ -553,22 +614,27 @@ def print_rows(title: str, first: str, rows: list[tuple[str, dict[str, float]]])
         print(f"{name:<26}" + "".join(f"{m.get(key, float('nan')):>10.3f}" for key, _ in COLUMNS))
 
 
-def yaml_snippet(tool: GateFloors, auto: GateFloors, embedder: str, version: str) -> str:
+def yaml_snippet(tool: Rule, auto_rule: Rule, embedder: str, version: str) -> str:
+    tool_floors, (auto, stating) = tool[0], auto_rule
+    offset = round(stating.dense_floor.episodic - auto.dense_floor.episodic, 3)
+
     def dense(d: DenseFloors, indent: str) -> str:
         return "".join(f"{indent}  {t}: {getattr(d, t):.3f}\n" for t in TYPES)
 
     return (
         f"# calibrated for {embedder} (embedding.version {version!r}) by benchmarks/calibrate_gate.py\n"
         "retrieval:\n  gate:\n    dense_floor:\n"
-        + dense(tool.dense_floor, "    ")
-        + f"    lexical_min_term_fraction: {tool.lexical_min_term_fraction:g}\n"
-        f"    lexical_min_matched_terms: {tool.lexical_min_matched_terms}\n"
-        f"    relative_floor: {tool.relative_floor:g}\n"
+        + dense(tool_floors.dense_floor, "    ")
+        + f"    lexical_min_term_fraction: {tool_floors.lexical_min_term_fraction:g}\n"
+        f"    lexical_min_matched_terms: {tool_floors.lexical_min_matched_terms}\n"
+        f"    relative_floor: {tool_floors.relative_floor:g}\n"
         "    auto:\n      dense_floor:\n"
         + dense(auto.dense_floor, "      ")
         + f"      lexical_min_term_fraction: {auto.lexical_min_term_fraction:g}\n"
         f"      lexical_min_matched_terms: {auto.lexical_min_matched_terms}\n"
         f"      relative_floor: {auto.relative_floor:g}\n"
+        f"      statements:\n        dense_offset: {offset:g}\n"
+        f"        lexical_min_term_fraction: {stating.lexical_min_term_fraction:g}\n"
     )
 
 
@@ -597,6 +663,8 @@ def parse_args() -> argparse.Namespace:
     add("--store", type=Path, default=None, help="keep the store (and its search log) here")
     add("--from-store", type=Path, default=None, help="re-sweep a store kept with --store; no searching")
     add("--json", type=Path, default=None, help="write the figures here")
+    add("--tune-on", type=int, default=None, metavar="N",
+        help="choose the floors on the first N conversations only; report the others separately")  # fmt: skip
     args = parser.parse_args()
     if args.quick:
         args.conversations, args.per_conv, args.cross_per_conv, args.turns_per_conv = 2, 12, 12, 12
@@ -618,6 +686,11 @@ def main() -> None:
     t0 = time.perf_counter()
     rows, subjects, event_at = asyncio.run(load_logged(path, items))
     load_s = time.perf_counter() - t0
+    held_out: list[Item] = []
+    if args.tune_on is not None:  # choose on the first N conversations' scopes, report the rest apart
+        tuning = set(run["conversations"][: args.tune_on])
+        held_out = [it for it in items if it.target not in tuning]
+        items = [it for it in items if it.target in tuning]
 
     t0 = time.perf_counter()
     defaults = Config().retrieval.gate
@@ -645,13 +718,17 @@ def main() -> None:
     best_f1 = max(tool_results, key=lambda r: r[1]["f1"])
     sweep_s = time.perf_counter() - t0
 
-    chosen_tool = tool_setting.config().retrieval.gate.floors_for("tool")
-    chosen_auto = auto_setting.config().retrieval.gate.floors_for("auto")
+    chosen_tool = tool_setting.floors()
+    chosen_auto = auto_setting.floors()
     k_tool, k_auto = Config().retrieval.default_k, Config().retrieval.trigger.auto_k
     plan = [
-        ("current defaults, tool", defaults.floors_for("tool"), k_tool),
+        ("current defaults, tool", as_rule(defaults.floors_for("tool")), k_tool),
         ("chosen, tool", chosen_tool, k_tool),
-        ("current defaults, auto", defaults.floors_for("auto"), k_auto),
+        (
+            "current defaults, auto",
+            (defaults.floors_for("auto"), defaults.floors_for("auto", asks=False)),
+            k_auto,
+        ),
         ("chosen, auto", chosen_auto, k_auto),
         ("max F1, no ceiling, tool", best_f1[0].floors(), k_tool),
     ]
@@ -668,6 +745,11 @@ def main() -> None:
             out[name] = m
         report[view] = out
         print_rows(f"== {view}", "setting", list(out.items()))
+    if held_out:
+        held_table = Table(held_out, rows, subjects)
+        out = {name: metrics(held_out, held_table.decide(floors)) for name, floors, _ in plan}
+        report["held-out conversations"] = out
+        print_rows("== held-out conversations (not used to choose)", "setting", list(out.items()))
 
     counts = {c: sum(it.cls == c for it in items) for c in CLASSES}
     print(
@@ -767,7 +849,7 @@ def main() -> None:
             },
             "current_defaults": {
                 "tool": describe(defaults.floors_for("tool")),
-                "auto": describe(defaults.floors_for("auto")),
+                "auto": describe((defaults.floors_for("auto"), defaults.floors_for("auto", asks=False))),
             },
             "chosen": {"tool": describe(chosen_tool), "auto": describe(chosen_auto)},
             "metrics": report,

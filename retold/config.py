@@ -397,6 +397,30 @@ _RELATIVE = (
 )
 
 
+class StatementFloors(_Block):
+    """Stricter auto floors for a turn that asks nothing (retold.retrieve.query_kind).
+
+    Calibrated on LoCoMo's tuning half (docs/benchmarks.md): most turns a host searches state
+    something and need no memory; raising their floors halves ordinary-turn injection while
+    the floors for questions stay where answerable questions need them.
+    """
+
+    dense_offset: _Unit = Field(
+        0.1,
+        description=(
+            "Added to every auto dense floor (capped at 1) when no query of the search asks a "
+            "question. In [0, 1]."
+        ),
+    )
+    lexical_min_term_fraction: _Unit = Field(
+        1.0,
+        description=(
+            "Fraction of the terms a lexical-only candidate must contain when the search asks "
+            "nothing (replaces the auto value). In [0, 1]."
+        ),
+    )
+
+
 class AutoGateConfig(_Block):
     """Replaces every gate floor for a host-issued search and excludes source kinds (spec §10.5)."""
 
@@ -413,6 +437,10 @@ class AutoGateConfig(_Block):
             "are broad and should not arrive unasked."
         ),
     )
+    statements: StatementFloors = Field(
+        default_factory=StatementFloors,
+        description="How the floors above rise for a host-issued search of a turn that asks nothing.",
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -427,6 +455,7 @@ class GateFloors:
     lexical_min_matched_terms: int
     relative_floor: float
     exclude_source_kinds: tuple[SourceKind, ...]
+    query_kind: str = "any"  # "question" or "statement" for auto floors, which depend on it
 
     def opened(self) -> GateFloors:
         """Every relevance floor at zero, the source-kind policy kept: a search that asked for no gate."""
@@ -436,6 +465,7 @@ class GateFloors:
             lexical_min_matched_terms=1,
             relative_floor=0.0,
             exclude_source_kinds=self.exclude_source_kinds,
+            query_kind=self.query_kind,
         )
 
     def for_request(self, gate: bool) -> GateFloors:
@@ -457,16 +487,23 @@ class GateConfig(_Block):
         description="Replaces every floor above for host-issued (auto) searches.",
     )
 
-    def floors_for(self, trigger: Trigger) -> GateFloors:
-        """The floors a search issued by ``trigger`` must clear: ``auto`` uses ``gate.auto``."""
+    def floors_for(self, trigger: Trigger, *, asks: bool = True) -> GateFloors:
+        """The floors a search issued by ``trigger`` must clear: ``auto`` uses ``gate.auto``,
+        raised by ``gate.auto.statements`` when the search asks nothing (``asks`` false)."""
         if trigger == "auto":
             auto = self.auto
+            dense, fraction = auto.dense_floor, auto.lexical_min_term_fraction
+            if not asks:
+                offset = auto.statements.dense_offset
+                dense = AutoDenseFloors(**{t: min(1.0, v + offset) for t, v in dense.model_dump().items()})
+                fraction = auto.statements.lexical_min_term_fraction
             return GateFloors(
-                dense_floor=auto.dense_floor,
-                lexical_min_term_fraction=auto.lexical_min_term_fraction,
+                dense_floor=dense,
+                lexical_min_term_fraction=fraction,
                 lexical_min_matched_terms=auto.lexical_min_matched_terms,
                 relative_floor=auto.relative_floor,
                 exclude_source_kinds=auto.exclude_source_kinds,
+                query_kind="question" if asks else "statement",
             )
         if trigger == "tool":
             return GateFloors(
@@ -536,6 +573,24 @@ class RetrievalConfig(_Block):
             "are left out of the text the dense channel embeds and of the full-text query: they "
             "cannot tell records apart, and in a small embedding model they outweigh the words that "
             "can. The search log records the dense query text. true or false."
+        ),
+    )
+    time_windows: bool = Field(
+        True,
+        description=(
+            "A date or period the query names ('on May 8, 2022', 'in October 2023', 'last week', read "
+            "against the search's clock) makes the dense channel rank the best records whose event "
+            "time falls in it alongside its global best, alternating. No filter: records outside "
+            "still rank. true or false."
+        ),
+    )
+    time_window_slack_days: int = Field(
+        1,
+        ge=0,
+        le=31,
+        description=(
+            "Days added on each side of a named date's window: a turn dated the 5th that says "
+            "'yesterday' happened on the 4th. Integer from 0 to 31."
         ),
     )
     common_term_min_records: _PositiveInt = Field(

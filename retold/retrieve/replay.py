@@ -60,7 +60,10 @@ async def replay_gate(store: Store, search_id: str, config: Config) -> GateRepla
     records = {r.id: r for r in await store.get_records(c.record_id for c in candidates)}
     candidates = [c for c in candidates if c.record_id in records]
     subjects = {rid: GateSubject(r.type, r.source_kind) for rid, r in records.items()}
-    floors = config.retrieval.gate.floors_for(row["trigger"])
+    logged_gate = _load(row["config_flags"] or "{}").get("gate", {})
+    floors = config.retrieval.gate.floors_for(
+        row["trigger"], asks=logged_gate.get("query_kind") != "statement"
+    )
     kept, gated_out = gate(candidates, subjects, floors)
     reason = None if kept else empty_reason(candidates, subjects, floors, eligible=len(candidates) or 1)
     return GateReplay(search_id, row["trigger"], [c.record_id for c in kept], gated_out, reason)

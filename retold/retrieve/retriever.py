@@ -43,10 +43,13 @@ from retold.retrieve.fusion import fuse
 from retold.retrieve.gate import GateSubject, empty_reason, gate
 from retold.retrieve.lexical import lexical_search
 from retold.retrieve.query_focus import without_mentions
+from retold.retrieve.query_kind import asks
 from retold.retrieve.rewrite import rewrite_stage
+from retold.retrieve.time_window import TimeWindow, interleave, query_windows
 from retold.util import new_id
 
 if TYPE_CHECKING:
+    from retold.config import Config, GateFloors
     from retold.runtime import Runtime
 
 __all__ = [
@@ -78,6 +81,7 @@ class SearchRun:
     timings: dict[str, float] = field(default_factory=dict)
     queries: list[str] = field(default_factory=list)
     dense_queries: list[str] = field(default_factory=list)  # what the dense channel embedded
+    windows: list[TimeWindow] = field(default_factory=list)  # event-time windows the query names
     rewrite_status: str = "disabled"
     scopes: list[Scope] = field(default_factory=list)
     eligible: set[str] = field(default_factory=set)
@@ -132,6 +136,14 @@ def validate_request(request: SearchRequest) -> SearchRequest:
     return dataclasses.replace(request, queries=queries)
 
 
+def run_floors(config: Config, run: SearchRun) -> GateFloors:
+    """The floors this search must clear: its trigger's, for auto by whether the request's own
+    queries ask something (query_kind; a rewriter's keywords do not change it), all at zero
+    when the request turned the gate off."""
+    req = run.request
+    return config.retrieval.gate.floors_for(req.trigger, asks=asks(req.queries)).for_request(req.gate)
+
+
 async def prepare(rt: Runtime, run: SearchRun) -> None:
     """Rewrite, readable scopes, the hard filter, and the index refresh."""
     cfg = rt.config.retrieval
@@ -152,7 +164,7 @@ async def prepare(rt: Runtime, run: SearchRun) -> None:
         wanted = set(run.request.scopes)
         run.scopes = [s for s in run.scopes if s in wanted]
     t = run.mark("scopes", t)
-    floors = cfg.gate.floors_for(run.request.trigger).for_request(run.request.gate)
+    floors = run_floors(rt.config, run)
     run.eligible = await rt.store.eligible_ids(
         run.scopes,
         now=run.started_at,
@@ -206,6 +218,10 @@ async def generate(rt: Runtime, run: SearchRun) -> None:
         run.dense = [
             (rid, cos) for rid, cos in await rt.dense.search(qvecs, run.eligible, k) if rid in run.eligible
         ]
+        inside = await in_time_windows(rt, run)
+        if inside:
+            windowed = [(rid, cos) for rid, cos in await rt.dense.search(qvecs, inside, k) if rid in inside]
+            run.dense = interleave(run.dense, windowed, k)
         run.mark("dense", t)
 
     async def lexical_and_entity() -> None:
@@ -253,6 +269,33 @@ async def generate(rt: Runtime, run: SearchRun) -> None:
     await asyncio.gather(dense(), lexical_and_entity())
 
 
+async def in_time_windows(rt: Runtime, run: SearchRun) -> set[str]:
+    """The eligible records whose event time falls in a window the query names (time_window).
+
+    Empty when the query names no date, or when the windows hold every eligible record (a
+    preference that prefers everything changes nothing).
+    """
+    cfg = rt.config.retrieval
+    now = run.started_at or rt.clock.now()
+    run.windows = query_windows(run.queries, now, cfg.time_window_slack_days) if cfg.time_windows else []
+    if not run.windows:
+        return set()
+    req = run.request
+    floors = run_floors(rt.config, run)
+    inside: set[str] = set()
+    for window in run.windows:
+        since = max(window.start, req.since) if req.since else window.start
+        until = min(window.end, req.until) if req.until else window.end
+        if since >= until:
+            continue
+        ids = await rt.store.eligible_ids(
+            run.scopes, now=now, types=req.types, since=since, until=until,
+            include_history=req.include_history, exclude_source_kinds=floors.exclude_source_kinds,
+        )  # fmt: skip
+        inside.update(rid for rid in ids if rid in run.eligible)
+    return inside if len(inside) < len(run.eligible) else set()
+
+
 async def rank(rt: Runtime, run: SearchRun) -> None:
     """Fuse, enforce the isolation invariant, freshness, gate and duplicate collapse."""
     cfg = rt.config.retrieval
@@ -280,7 +323,7 @@ async def rank(rt: Runtime, run: SearchRun) -> None:
         fused, run.subjects, run.started_at or rt.clock.now(), cfg.freshness, skip=skip
     )
     t = run.mark("freshness", t)
-    floors = cfg.gate.floors_for(run.request.trigger).for_request(run.request.gate)
+    floors = run_floors(rt.config, run)
     if rt.config.reranker.enabled and rt.config.reranker.mode == "cross_encoder_only":
         # The cross-encoder is the only relevance decision: apply the source-kind policy alone.
         run.kept = [
@@ -338,7 +381,7 @@ async def rerank(rt: Runtime, run: SearchRun) -> None:
         if cfg.on_failure == "fail":
             raise RerankError(f"reranker {outcome.status}: {outcome.error}")
         if cfg.mode == "cross_encoder_only":  # never serve the ungated pool
-            floors = rt.config.retrieval.gate.floors_for(run.request.trigger).for_request(run.request.gate)
+            floors = run_floors(rt.config, run)
             run.kept, more = gate(run.kept, run.subjects, floors)
             run.gated_out += more
     run.mark("rerank", t)
@@ -442,7 +485,7 @@ def _counterpart(
 
 
 def _empty_reason(rt: Runtime, run: SearchRun, budget_out: list[str]) -> str:
-    floors = rt.config.retrieval.gate.floors_for(run.request.trigger).for_request(run.request.gate)
+    floors = run_floors(rt.config, run)
     if run.kept and budget_out:
         return "every relevant record exceeded the token budget"
     if run.reranked is not None and not run.kept:
@@ -460,7 +503,7 @@ def _log_row(
 ) -> dict[str, Any]:
     req = run.request
     cfg = rt.config
-    floors = cfg.retrieval.gate.floors_for(req.trigger).for_request(req.gate)
+    floors = run_floors(cfg, run)
     explanations: list[Any] = [r.explanation for r in results]  # encoded field by field
     if reason is not None:
         explanations.append({"empty_reason": reason})
@@ -481,6 +524,7 @@ def _log_row(
             "include_history": req.include_history,
             # What the dense channel embedded when query_focus left names out (text: erased with the rest).
             "dense_queries": run.dense_queries if run.dense_queries not in ([], run.queries) else None,
+            "time_windows": [[w.text, w.start.isoformat(), w.end.isoformat()] for w in run.windows] or None,
         },
         "context": req.context,
         "rewrite_status": run.rewrite_status,
@@ -531,6 +575,7 @@ def _log_row(
                 "lexical_min_matched_terms": floors.lexical_min_matched_terms,
                 "relative_floor": floors.relative_floor,
                 "exclude_source_kinds": list(floors.exclude_source_kinds),
+                "query_kind": floors.query_kind,  # auto floors differ for turns that ask nothing
             },
             "dedup_cosine": cfg.retrieval.dedup_cosine,
             "rrf_k": cfg.retrieval.rrf_k,
