@@ -302,7 +302,7 @@ async def load_logged(
         rows = {it.search_id: await rt.store.search_log(it.search_id) for it in items}
         ids = {c[0] for row in rows.values() if row for c in json.loads(row["fused"])}
         records = await rt.store.get_records(ids)
-        subjects = {r.id: GateSubject(r.type, r.source_kind) for r in records}
+        subjects = {r.id: GateSubject(r.type, r.source_kind, r.event_at) for r in records}
         event_at = {r.id: r.event_at for r in records}
         check = Config()  # the public replay path must reproduce the in-memory replay
         for it in items[:: max(1, len(items) // 25)]:
@@ -366,8 +366,10 @@ class Table:
                     1.0 / (rrf_k + c.entity.rank) if c.entity is not None else 0.0,
                     c.record_id in gold,
                     TYPES.index(kind),
+                    c.in_context,
+                    subject.event_at.astimezone(dt.UTC).date().toordinal() if subject.event_at else -1,
                 ))  # fmt: skip
-        columns = list(zip(*cols, strict=True)) if cols else [()] * 13
+        columns = list(zip(*cols, strict=True)) if cols else [()] * 15
         self.n = len(items)
         self.asks = np.asarray([logged_asks(rows.get(it.search_id)) for it in items], dtype=bool)
         self.sid = np.asarray(columns[0], dtype=np.int64)
@@ -383,6 +385,8 @@ class Table:
         self.entity_rrf = np.asarray(columns[10], dtype=np.float64)
         self.gold = np.asarray(columns[11], dtype=bool)
         self.ftype = np.asarray(columns[12], dtype=np.int64)
+        self.in_context = np.asarray(columns[13], dtype=bool)
+        self.day = np.asarray(columns[14], dtype=np.int64)
         self.fraction = self.matched / np.maximum(self.total, 1)
 
     def without_entity(self) -> Table:
@@ -457,8 +461,14 @@ class Table:
             & ((self.matched >= floors.lexical_min_matched_terms) | self.precise)
         )
         step1 = self.entity | (self.dense >= dense_floor[self.ftype]) | lexical
+        allowed = np.ones_like(step1)
         if "session_summary" in floors.exclude_source_kinds:
-            step1 &= self.ftype != TYPES.index("session_summary")
+            allowed = self.ftype != TYPES.index("session_summary")
+            step1 &= allowed
+        # Context candidates beside a survivor (gate._context_passes): same search, same day.
+        day_key = self.sid * 1_000_000 + self.day
+        beside = np.isin(day_key, day_key[step1 & (self.day >= 0)]) & (self.day >= 0)
+        step1 |= allowed & self.in_context & beside & (self.dense >= floors.context_floor)
         key = self.sid * 4 + self.nch
         top = np.zeros(self.n * 4)
         np.maximum.at(top, key[step1], self.score[step1])

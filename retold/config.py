@@ -391,6 +391,11 @@ _LEXICAL_MATCHED = (
     "Fewest matched terms a lexical-only candidate needs unless one is an entity alias or an identifier "
     "token, so a one-word query cannot admit every record that mentions it. Integer >= 1."
 )
+_CONTEXT = (
+    "A candidate of the same-day context pass (retrieval.context_anchors) that clears no other floor "
+    "still passes when a survivor shares its event day and its cosine is at least this; it can "
+    "enlarge an answer, never make an empty one non-empty. 1 turns it off. In [0, 1]."
+)
 _RELATIVE = (
     "Drops survivors whose fused score is below this fraction of the strongest survivor with the same "
     "number of contributing channels; entity hits are exempt. In [0, 1]."
@@ -430,6 +435,7 @@ class AutoGateConfig(_Block):
     lexical_min_term_fraction: _Unit = Field(0.5, description=_LEXICAL_FRACTION)
     lexical_min_matched_terms: _PositiveInt = Field(2, description=_LEXICAL_MATCHED)
     relative_floor: _Unit = Field(0.0, description=_RELATIVE)
+    context_floor: _Unit = Field(0.3, description=_CONTEXT)
     exclude_source_kinds: tuple[SourceKind, ...] = Field(
         ("session_summary",),
         description=(
@@ -456,6 +462,7 @@ class GateFloors:
     relative_floor: float
     exclude_source_kinds: tuple[SourceKind, ...]
     query_kind: str = "any"  # "question" or "statement" for auto floors, which depend on it
+    context_floor: float = 1.0  # lowest cosine for a context candidate beside a survivor
 
     def opened(self) -> GateFloors:
         """Every relevance floor at zero, the source-kind policy kept: a search that asked for no gate."""
@@ -466,6 +473,7 @@ class GateFloors:
             relative_floor=0.0,
             exclude_source_kinds=self.exclude_source_kinds,
             query_kind=self.query_kind,
+            context_floor=0.0,
         )
 
     def for_request(self, gate: bool) -> GateFloors:
@@ -482,6 +490,7 @@ class GateConfig(_Block):
     lexical_min_term_fraction: _Unit = Field(0.4, description=_LEXICAL_FRACTION)
     lexical_min_matched_terms: _PositiveInt = Field(2, description=_LEXICAL_MATCHED)
     relative_floor: _Unit = Field(0.0, description=_RELATIVE)
+    context_floor: _Unit = Field(0.2, description=_CONTEXT)
     auto: AutoGateConfig = Field(
         default_factory=AutoGateConfig,
         description="Replaces every floor above for host-issued (auto) searches.",
@@ -504,6 +513,7 @@ class GateConfig(_Block):
                 relative_floor=auto.relative_floor,
                 exclude_source_kinds=auto.exclude_source_kinds,
                 query_kind="question" if asks else "statement",
+                context_floor=auto.context_floor,
             )
         if trigger == "tool":
             return GateFloors(
@@ -512,6 +522,7 @@ class GateConfig(_Block):
                 lexical_min_matched_terms=self.lexical_min_matched_terms,
                 relative_floor=self.relative_floor,
                 exclude_source_kinds=(),
+                context_floor=self.context_floor,
             )
         raise ValueError(f"trigger must be 'tool' or 'auto', not {trigger!r}")
 
@@ -591,6 +602,29 @@ class RetrievalConfig(_Block):
         description=(
             "Days added on each side of a named date's window: a turn dated the 5th that says "
             "'yesterday' happened on the 4th. Integer from 0 to 31."
+        ),
+    )
+    context_anchors: int = Field(
+        3,
+        ge=0,
+        le=20,
+        description=(
+            "Same-day context: the event days of this many best candidates after a first fusion get "
+            "a second dense pass, whose best records join fusion as one more list "
+            "(retold.retrieve.context). 0 turns it off. Integer from 0 to 20."
+        ),
+    )
+    context_k: int = Field(
+        10,
+        ge=0,
+        le=100,
+        description="Records the same-day context pass hands to fusion. Integer from 0 to 100.",
+    )
+    context_weight: _Unit = Field(
+        0.5,
+        description=(
+            "Weight of the context list in fusion (the other lists count 1): context lifts a record "
+            "beside a match without outranking the matches. In [0, 1]."
         ),
     )
     common_term_min_records: _PositiveInt = Field(

@@ -431,6 +431,7 @@ class Candidate:
     gate_reason: str | None  # why it passed, or why it was dropped
     rerank_score: float | None
     rank_after_rerank: int | None
+    in_context: bool = False  # in the same-day context pass (retold.retrieve.context)
 
 
 @dataclass

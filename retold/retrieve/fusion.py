@@ -16,12 +16,16 @@ from retold.models import Candidate, GeneratorHit, LexicalMatch
 __all__ = ["assemble", "fuse", "rrf"]
 
 
-def rrf(rankings: Sequence[Sequence[str]], k: int) -> dict[str, float]:
-    """``{record_id: score}`` in descending score order (ties keep first-seen order)."""
+def rrf(
+    rankings: Sequence[Sequence[str]], k: int, weights: Sequence[float] | None = None
+) -> dict[str, float]:
+    """``{record_id: score}`` in descending score order (ties keep first-seen order); each list
+    counts ``weights[i]`` times (1 by default)."""
     score: dict[str, float] = defaultdict(float)
-    for ranking in rankings:
+    for i, ranking in enumerate(rankings):
+        weight = 1.0 if weights is None else weights[i]
         for rank, record_id in enumerate(ranking, start=1):
-            score[record_id] += 1.0 / (k + rank)
+            score[record_id] += weight / (k + rank)
     return dict(sorted(score.items(), key=lambda kv: -kv[1]))
 
 
@@ -30,14 +34,24 @@ def fuse(
     lexical: Sequence[tuple[str, float, LexicalMatch]],
     entity: Sequence[tuple[str, str]],
     k: int,
+    context: Sequence[tuple[str, float]] = (),
+    context_weight: float = 1.0,
 ) -> list[Candidate]:
     """Candidates carrying every generator's rank and score, ordered by fused score.
 
     ``dense`` is ``(record_id, cosine)`` best first; ``lexical`` is ``(record_id, bm25,
-    match)`` best first; ``entity`` is ``(record_id, entity_id)`` best first.
+    match)`` best first; ``entity`` is ``(record_id, entity_id)`` best first. ``context`` is
+    the dense channel's second pass (:mod:`retold.retrieve.context`), fused as a list of its
+    own at ``context_weight``; its records not already dense hits carry dense ranks after them.
     """
-    scores = rrf([[d[0] for d in dense], [x[0] for x in lexical], [e[0] for e in entity]], k)
+    scores = rrf(
+        [[d[0] for d in dense], [x[0] for x in lexical], [e[0] for e in entity], [c[0] for c in context]],
+        k,
+        [1.0, 1.0, 1.0, context_weight],
+    )
     dense_hits = {rid: GeneratorHit(rank, cos) for rank, (rid, cos) in enumerate(dense, start=1)}
+    for rid, cos in context:
+        dense_hits.setdefault(rid, GeneratorHit(len(dense_hits) + 1, cos))
     lexical_hits = {
         rid: (GeneratorHit(rank, bm25), m) for rank, (rid, bm25, m) in enumerate(lexical, start=1)
     }
@@ -49,8 +63,9 @@ def fuse(
         return min(ranks)
 
     ordered = sorted(scores, key=lambda rid: (-scores[rid], best_rank(rid), rid))
+    in_context = {c[0] for c in context}
     return [
-        assemble(rid, rank, scores[rid], dense_hits, lexical_hits, entity_hits)
+        assemble(rid, rank, scores[rid], dense_hits, lexical_hits, entity_hits, in_context=rid in in_context)
         for rank, rid in enumerate(ordered, start=1)
     ]
 
@@ -66,6 +81,8 @@ def assemble(
     lexical: Hits,
     entity: Hits,
     freshness_multiplier: float | None = None,
+    *,
+    in_context: bool = False,
 ) -> Candidate:
     """One candidate from the generators' hits; also how a logged search is rebuilt for replay."""
     lex = lexical.get(record_id)
@@ -83,6 +100,7 @@ def assemble(
         freshness_multiplier=freshness_multiplier,
         score=rrf_score * multiplier,
         gate_reason=None,
+        in_context=in_context,
         rerank_score=None,
         rank_after_rerank=None,
     )

@@ -4,6 +4,9 @@ Step 1 keeps a candidate that clears one absolute floor (an exact entity match, 
 cosine at its record type's floor, or enough lexical terms). Step 2 drops survivors far
 below the strongest survivor *with the same number of contributing channels*, so a
 corroborated record cannot wipe out strong single-channel ones (entity hits are exempt).
+A candidate the same-day context pass found (``in_context``) that misses step 1 still
+passes when a survivor shares its event day and its cosine reaches ``context_floor``: it
+can enlarge an answer, never turn an empty one into a non-empty one.
 Step 3 explains an empty result by naming every floor the best candidate missed. Every
 dropped candidate carries the step and floor that dropped it, so a logged search can be
 replayed offline with other floors (:func:`replay`).
@@ -13,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from retold.config import GateFloors
 from retold.models import Candidate
@@ -94,6 +97,7 @@ def gate(
     """Steps 1 and 2; returns the survivors in order and ``(record_id, reason)`` for the rest."""
     gated_out: list[tuple[str, str]] = []
     survivors: list[Candidate] = []
+    missed: list[Candidate] = []
     for candidate in candidates:
         subject = subjects[candidate.record_id]
         if subject.source_kind in floors.exclude_source_kinds:
@@ -105,10 +109,15 @@ def gate(
         passed = passes_step1(candidate, subject, floors)
         if passed is None:
             candidate.gate_reason = "step 1: " + missed_floors(candidate, subject, floors)
-            gated_out.append((candidate.record_id, candidate.gate_reason))
+            missed.append(candidate)
             continue
         candidate.gate_reason = passed
         survivors.append(candidate)
+    rescued = _context_passes(missed, survivors, subjects, floors)
+    gated_out += [(c.record_id, c.gate_reason or "") for c in missed if c.record_id not in rescued]
+    if rescued:
+        kept_ids = rescued | {c.record_id for c in survivors}
+        survivors = [c for c in candidates if c.record_id in kept_ids]
 
     top: dict[int, float] = {}
     for candidate in survivors:
@@ -127,6 +136,34 @@ def gate(
         else:
             kept.append(candidate)
     return kept, gated_out
+
+
+def _day(subject: GateSubject) -> object:
+    return None if subject.event_at is None else subject.event_at.astimezone(UTC).date()
+
+
+def _context_passes(
+    missed: Sequence[Candidate], survivors: Sequence[Candidate], subjects: Mapping[str, GateSubject],
+    floors: GateFloors,
+) -> set[str]:  # fmt: skip
+    """Context candidates that missed step 1 but stand beside a survivor: same event day, and a
+    cosine at ``floors.context_floor``. Only a non-empty answer can grow this way, so the
+    floors alone still decide whether a search returns anything."""
+    days: dict[object, str] = {}
+    for survivor in survivors:
+        day = _day(subjects[survivor.record_id])
+        if day is not None:
+            days.setdefault(day, survivor.record_id)
+    rescued: set[str] = set()
+    for candidate in missed:
+        anchor = days.get(_day(subjects[candidate.record_id]))
+        dense = candidate.dense
+        if candidate.in_context and anchor is not None and dense and dense.score >= floors.context_floor:
+            candidate.gate_reason = (
+                f"context: dense {dense.score:.2f} >= {floors.context_floor:.2f} on the day of {anchor}"
+            )
+            rescued.add(candidate.record_id)
+    return rescued
 
 
 def empty_reason(

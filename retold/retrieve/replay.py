@@ -44,9 +44,18 @@ def candidates_from_log(row: dict[str, Any]) -> list[Candidate]:
     }
     entity = {r[0]: (GeneratorHit(r[1], 0.0), r[2]) for r in _load(row["entity"])}
     freshness = {r[0]: r[1] for r in _load(row["freshness"])}
-    out = [
-        assemble(record_id, fused_rank, rrf_score, dense, lexical, entity, freshness.get(record_id))
-        for record_id, fused_rank, rrf_score in _load(row["fused"])
+    out = [  # a fused row is [id, rank, score], with a fourth 1 when the context pass found it
+        assemble(
+            r[0],
+            r[1],
+            r[2],
+            dense,
+            lexical,
+            entity,
+            freshness.get(r[0]),
+            in_context=len(r) > 3 and bool(r[3]),
+        )
+        for r in _load(row["fused"])
     ]
     return sorted(out, key=lambda c: (-c.score, c.fused_rank))
 
@@ -59,7 +68,7 @@ async def replay_gate(store: Store, search_id: str, config: Config) -> GateRepla
     candidates = candidates_from_log(row)
     records = {r.id: r for r in await store.get_records(c.record_id for c in candidates)}
     candidates = [c for c in candidates if c.record_id in records]
-    subjects = {rid: GateSubject(r.type, r.source_kind) for rid, r in records.items()}
+    subjects = {rid: GateSubject(r.type, r.source_kind, r.event_at) for rid, r in records.items()}
     logged_gate = _load(row["config_flags"] or "{}").get("gate", {})
     floors = config.retrieval.gate.floors_for(
         row["trigger"], asks=logged_gate.get("query_kind") != "statement"

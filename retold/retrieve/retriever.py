@@ -35,6 +35,7 @@ from retold.models import (
 from retold.policy.grants import readable_scopes
 from retold.policy.prompt import POLICY_VERSION
 from retold.retrieve.budget import fill_budget
+from retold.retrieve.context import anchor_days, same_day_hits
 from retold.retrieve.dedup import collapse_duplicates
 from retold.retrieve.entity_search import QueryEntities, alias_candidates, entity_search, selective_aliases
 from retold.retrieve.explain import build_explanation
@@ -45,7 +46,7 @@ from retold.retrieve.lexical import lexical_search
 from retold.retrieve.query_focus import without_mentions
 from retold.retrieve.query_kind import asks
 from retold.retrieve.rewrite import rewrite_stage
-from retold.retrieve.time_window import TimeWindow, interleave, query_windows
+from retold.retrieve.time_window import TimeWindow, eligible_within, interleave, query_windows
 from retold.util import new_id
 
 if TYPE_CHECKING:
@@ -82,6 +83,8 @@ class SearchRun:
     queries: list[str] = field(default_factory=list)
     dense_queries: list[str] = field(default_factory=list)  # what the dense channel embedded
     windows: list[TimeWindow] = field(default_factory=list)  # event-time windows the query names
+    qvecs: np.ndarray | None = None  # the dense query vectors, for the context pass
+    context: list[tuple[str, float]] = field(default_factory=list)  # the same-day context hits
     rewrite_status: str = "disabled"
     scopes: list[Scope] = field(default_factory=list)
     eligible: set[str] = field(default_factory=set)
@@ -212,6 +215,7 @@ async def generate(rt: Runtime, run: SearchRun) -> None:
             if not written.done():  # its thread finishes on its own; nobody reads the result
                 written.add_done_callback(lambda task: task.cancelled() or task.exception())
                 written.cancel()
+        run.qvecs = qvecs
         t = time.perf_counter()
         # Best cosine per record over the queries, capped after the union (spec §10.1): the
         # in-process index (SQLite) or pgvector inside PostgreSQL (retold.index.dense).
@@ -280,42 +284,58 @@ async def in_time_windows(rt: Runtime, run: SearchRun) -> set[str]:
     run.windows = query_windows(run.queries, now, cfg.time_window_slack_days) if cfg.time_windows else []
     if not run.windows:
         return set()
-    req = run.request
     floors = run_floors(rt.config, run)
-    inside: set[str] = set()
-    for window in run.windows:
-        since = max(window.start, req.since) if req.since else window.start
-        until = min(window.end, req.until) if req.until else window.end
-        if since >= until:
-            continue
-        ids = await rt.store.eligible_ids(
-            run.scopes, now=now, types=req.types, since=since, until=until,
-            include_history=req.include_history, exclude_source_kinds=floors.exclude_source_kinds,
-        )  # fmt: skip
-        inside.update(rid for rid in ids if rid in run.eligible)
+    inside = await eligible_within(
+        rt.store, [(w.start, w.end) for w in run.windows], scopes=run.scopes, eligible=run.eligible,
+        request=run.request, now=now, exclude_source_kinds=floors.exclude_source_kinds,
+    )  # fmt: skip
     return inside if len(inside) < len(run.eligible) else set()
+
+
+async def _fuse(rt: Runtime, run: SearchRun) -> list[Candidate]:
+    """Fuse the generators' lists (and any context pass), keep the eligible, load their facts."""
+    cfg = rt.config.retrieval
+    fused = fuse(
+        run.dense,
+        [(h.record_id, h.bm25, h.match) for h in run.lexical],
+        [(h.record_id, h.entity_id) for h in run.entity],
+        cfg.rrf_k,
+        context=run.context,
+        context_weight=cfg.context_weight,
+    )
+    # Hard isolation invariant: nothing outside the eligible set goes any further.
+    fused = [c for c in fused if c.record_id in run.eligible]
+    run.fused_log = [
+        [c.record_id, c.fused_rank, round(c.rrf_score, 6), *([1] if c.in_context else [])] for c in fused
+    ]
+    # Whole records for the lexical and entity candidates were loaded during generate; of the
+    # dense-only ones, read just what ranking needs: most of them fail the gate.
+    if not run.subjects:
+        run.subjects = {rid: GateSubject(r.type, r.source_kind, r.event_at) for rid, r in run.records.items()}
+    missing = [c.record_id for c in fused if c.record_id not in run.subjects]
+    for rid, (kind, source_kind, event_at) in (await rt.store.record_facts(missing)).items():
+        run.subjects[rid] = GateSubject(kind, source_kind, event_at)
+    return [c for c in fused if c.record_id in run.subjects]
 
 
 async def rank(rt: Runtime, run: SearchRun) -> None:
     """Fuse, enforce the isolation invariant, freshness, gate and duplicate collapse."""
     cfg = rt.config.retrieval
     t = time.perf_counter()
-    fused = fuse(
-        run.dense,
-        [(h.record_id, h.bm25, h.match) for h in run.lexical],
-        [(h.record_id, h.entity_id) for h in run.entity],
-        cfg.rrf_k,
-    )
-    # Hard isolation invariant: nothing outside the eligible set goes any further.
-    fused = [c for c in fused if c.record_id in run.eligible]
-    run.fused_log = [[c.record_id, c.fused_rank, round(c.rrf_score, 6)] for c in fused]
-    # Whole records for the lexical and entity candidates were loaded during generate; of the
-    # dense-only ones, read just what ranking needs: most of them fail the gate.
-    run.subjects = {rid: GateSubject(r.type, r.source_kind, r.event_at) for rid, r in run.records.items()}
-    missing = [c.record_id for c in fused if c.record_id not in run.subjects]
-    for rid, (kind, source_kind, event_at) in (await rt.store.record_facts(missing)).items():
-        run.subjects[rid] = GateSubject(kind, source_kind, event_at)
-    fused = [c for c in fused if c.record_id in run.subjects]
+    fused = await _fuse(rt, run)
+    if cfg.context_anchors and cfg.context_k and run.qvecs is not None and fused:
+        # Same-day context (retold.retrieve.context): a second dense pass over the days of the
+        # best candidates, fused as one more list; then fuse again.
+        anchors = fused[: cfg.context_anchors]
+        days = anchor_days(run.subjects[c.record_id].event_at for c in anchors)
+        run.context = await same_day_hits(
+            rt.store, rt.dense, run.qvecs, days=days, scopes=run.scopes, eligible=run.eligible,
+            request=run.request, now=run.started_at or rt.clock.now(),
+            exclude_source_kinds=run_floors(rt.config, run).exclude_source_kinds,
+            skip={c.record_id for c in anchors}, k=cfg.context_k,
+        )  # fmt: skip
+        if run.context:
+            fused = await _fuse(rt, run)
     t = run.mark("fuse", t)
     run.timings["fuse"] = round(run.timings["fuse"] + run.prefetch_ms, 3)  # loads done during generate
     skip = run.request.since is not None or run.request.until is not None
@@ -507,6 +527,8 @@ def _log_row(
     explanations: list[Any] = [r.explanation for r in results]  # encoded field by field
     if reason is not None:
         explanations.append({"empty_reason": reason})
+    dense_ids = {rid for rid, _ in run.dense}
+    context_only = [(rid, cos) for rid, cos in run.context if rid not in dense_ids]
     return {
         "id": run.search_id,
         "at": run.started_at,
@@ -530,7 +552,10 @@ def _log_row(
         "rewrite_status": run.rewrite_status,
         "rewritten_queries": run.queries if run.rewrite_status in ("applied", "unchanged") else None,
         "readable_scopes": [str(s) for s in run.scopes],
-        "dense": [[rid, rank, round(cos, 4)] for rank, (rid, cos) in enumerate(run.dense, start=1)],
+        # The context pass's hits follow the dense channel's own, ranked after them (fusion.fuse).
+        "dense": [
+            [rid, rank, round(cos, 4)] for rank, (rid, cos) in enumerate([*run.dense, *context_only], start=1)
+        ],
         "lexical": [
             [
                 h.record_id,
@@ -574,6 +599,7 @@ def _log_row(
                 "lexical_min_term_fraction": floors.lexical_min_term_fraction,
                 "lexical_min_matched_terms": floors.lexical_min_matched_terms,
                 "relative_floor": floors.relative_floor,
+                "context_floor": floors.context_floor,
                 "exclude_source_kinds": list(floors.exclude_source_kinds),
                 "query_kind": floors.query_kind,  # auto floors differ for turns that ask nothing
             },

@@ -15,10 +15,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
+from typing import TYPE_CHECKING
 
 from retold.ingest.temporal import find_expressions
+from retold.models import Scope, SearchRequest
 
-__all__ = ["TimeWindow", "interleave", "query_windows"]
+if TYPE_CHECKING:
+    from retold.store import Store
+
+__all__ = ["TimeWindow", "eligible_within", "interleave", "query_windows"]
 
 
 @dataclass(frozen=True)
@@ -70,3 +75,29 @@ def interleave(
             seen.add(rid)
             out.append((rid, cosine))
     return out[:k]
+
+
+async def eligible_within(
+    store: Store,
+    windows: Sequence[tuple[datetime, datetime]],
+    *,
+    scopes: list[Scope],
+    eligible: set[str],
+    request: SearchRequest,
+    now: datetime,
+    exclude_source_kinds: tuple[str, ...],
+) -> set[str]:
+    """The eligible records whose event time falls in any ``[start, end)`` window, through the
+    same hard filter as the search (and inside the request's own since/until)."""
+    inside: set[str] = set()
+    for start, end in windows:
+        since = max(start, request.since) if request.since else start
+        until = min(end, request.until) if request.until else end
+        if since >= until:
+            continue
+        ids = await store.eligible_ids(
+            scopes, now=now, types=request.types, since=since, until=until,
+            include_history=request.include_history, exclude_source_kinds=exclude_source_kinds,  # type: ignore[arg-type]
+        )  # fmt: skip
+        inside.update(rid for rid in ids if rid in eligible)
+    return inside

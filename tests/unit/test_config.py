@@ -104,6 +104,7 @@ def test_gate_defaults() -> None:
     assert gate.auto.lexical_min_matched_terms == 2
     assert gate.auto.relative_floor == 0.0
     assert gate.auto.exclude_source_kinds == ("session_summary",)
+    assert (gate.context_floor, gate.auto.context_floor) == (0.2, 0.3)
     statements = gate.auto.statements  # chosen on LoCoMo's tuning half (docs/benchmarks.md)
     assert (statements.dense_offset, statements.lexical_min_term_fraction) == (0.1, 1.0)
 

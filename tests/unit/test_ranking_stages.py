@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+import dataclasses
+from datetime import UTC, datetime, timedelta
 
 from retold.config import Config
 from retold.models import Candidate, GeneratorHit, LexicalMatch, LexicalTerm
@@ -196,3 +197,28 @@ def test_empty_reason_reports_each_channels_own_best_not_the_fused_leaders() -> 
     assert gate([leader, closest, wordiest], subjects, FLOORS)[0] == []
     reason = empty_reason([leader, closest, wordiest], subjects, FLOORS, eligible=3)
     assert reason.startswith("best dense 0.41 < 0.45 (semantic); best lexical 1/")
+
+
+def test_a_context_candidate_passes_beside_a_survivor_of_its_day_and_never_alone() -> None:
+    monday, tuesday = datetime(2024, 3, 4, 9, tzinfo=UTC), datetime(2024, 3, 5, 9, tzinfo=UTC)
+    subjects = {
+        "match": GateSubject("episodic", "user_statement", monday),
+        "beside": GateSubject("episodic", "user_statement", monday + timedelta(hours=3)),
+        "elsewhere": GateSubject("episodic", "user_statement", tuesday),
+        "weak": GateSubject("episodic", "user_statement", monday),
+    }
+    floors = dataclasses.replace(FLOORS, context_floor=0.3, relative_floor=0.0)
+    match = cand("match", dense=0.9, score=0.2)
+    beside, elsewhere, weak = (
+        cand(r, dense=d, score=0.05) for r, d in (("beside", 0.35), ("elsewhere", 0.35), ("weak", 0.2))
+    )
+    for c in (beside, elsewhere, weak):
+        c.in_context = True
+    kept, out = gate([match, beside, elsewhere, weak], subjects, floors)
+    assert [c.record_id for c in kept] == ["match", "beside"]
+    assert beside.gate_reason == "context: dense 0.35 >= 0.30 on the day of match"
+    assert {r for r, _ in out} == {"elsewhere", "weak"}
+    # Without a survivor on its day a context candidate cannot make an empty answer non-empty.
+    assert gate([beside, weak], subjects, floors)[0] == []
+    plain = cand("beside", dense=0.35, score=0.05)  # the same record, not found by the context pass
+    assert [c.record_id for c in gate([match, plain], subjects, floors)[0]] == ["match"]
