@@ -70,5 +70,6 @@ def check_targets(
             continue
         ok = target.met(value)
         failed |= not ok
-        out(f"{'PASS' if ok else 'FAIL'} {target.name}: {value:.2f} {target.unit} vs target {bound}".rstrip())
+        figure = f"{value:.2f} {target.unit}".rstrip()
+        out(f"{'PASS' if ok else 'FAIL'} {target.name}: {figure} vs target {bound}".rstrip())
     return 1 if failed else 0

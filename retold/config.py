@@ -620,11 +620,26 @@ class RetrievalConfig(_Block):
         le=100,
         description="Records the same-day context pass hands to fusion. Integer from 0 to 100.",
     )
+    context_max_records: _PositiveInt = Field(
+        300,
+        description=(
+            "The context pass is skipped when the anchor days hold more eligible records than this: "
+            "a day that busy (a bulk import) says nothing about what belongs together, and ranking "
+            "it would cost the search more than it gives. Integer >= 1."
+        ),
+    )
     context_weight: _Unit = Field(
         0.5,
         description=(
             "Weight of the context list in fusion (the other lists count 1): context lifts a record "
             "beside a match without outranking the matches. In [0, 1]."
+        ),
+    )
+    time_window_max_records: _PositiveInt = Field(
+        2000,
+        description=(
+            "A date window holding more eligible records than this is not preferred (a year over a "
+            "large store): no preference at a real cost. Integer >= 1."
         ),
     )
     common_term_min_records: _PositiveInt = Field(

@@ -50,11 +50,13 @@ async def same_day_hits(
     exclude_source_kinds: tuple[str, ...],
     skip: set[str],
     k: int,
+    max_records: int,
 ) -> list[tuple[str, float]]:
-    """The ``k`` eligible records of ``days`` closest to the query, but ``skip`` (best first)."""
+    """The ``k`` eligible records of ``days`` closest to the query, but ``skip`` (best first);
+    nothing when those days hold more than ``max_records`` (a day that busy is no context)."""
     inside = await eligible_within(
         store, days, scopes=scopes, eligible=eligible, request=request, now=now,
-        exclude_source_kinds=exclude_source_kinds,
+        exclude_source_kinds=exclude_source_kinds, max_records=max_records,
     )  # fmt: skip
     inside -= skip
     if not inside:

@@ -288,6 +288,7 @@ async def in_time_windows(rt: Runtime, run: SearchRun) -> set[str]:
     inside = await eligible_within(
         rt.store, [(w.start, w.end) for w in run.windows], scopes=run.scopes, eligible=run.eligible,
         request=run.request, now=now, exclude_source_kinds=floors.exclude_source_kinds,
+        max_records=cfg.time_window_max_records,
     )  # fmt: skip
     return inside if len(inside) < len(run.eligible) else set()
 
@@ -332,7 +333,7 @@ async def rank(rt: Runtime, run: SearchRun) -> None:
             rt.store, rt.dense, run.qvecs, days=days, scopes=run.scopes, eligible=run.eligible,
             request=run.request, now=run.started_at or rt.clock.now(),
             exclude_source_kinds=run_floors(rt.config, run).exclude_source_kinds,
-            skip={c.record_id for c in anchors}, k=cfg.context_k,
+            skip={c.record_id for c in anchors}, k=cfg.context_k, max_records=cfg.context_max_records,
         )  # fmt: skip
         if run.context:
             fused = await _fuse(rt, run)

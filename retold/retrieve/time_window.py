@@ -12,6 +12,7 @@ would hide everything else.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
@@ -39,13 +40,21 @@ def _midnight(day: date) -> datetime:
     return datetime.combine(day, time(0), tzinfo=UTC)
 
 
+# A query with none of these cannot name a date; most queries skip the full grammar.
+_MAYBE_TEMPORAL = re.compile(
+    r"\d|today|tonight|yesterday|tomorrow|day|week|fortnight|month|year|ago|since|last|next|"
+    r"jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec",
+    re.IGNORECASE,
+)
+
+
 def query_windows(queries: Sequence[str], now: datetime, slack_days: int) -> list[TimeWindow]:
     """Every date or period the queries name ("on May 8, 2022", "in October 2023", "last week"),
     widened by ``slack_days`` on each side. "since March" runs to ``now``; "until" and "by"
     name deadlines, not when something happened, and are left out."""
     slack = timedelta(days=slack_days)
     out: list[TimeWindow] = []
-    for query in queries:
+    for query in (q for q in queries if _MAYBE_TEMPORAL.search(q)):
         for expr in find_expressions(query, now):
             if expr.role == "until":
                 continue
@@ -86,18 +95,27 @@ async def eligible_within(
     request: SearchRequest,
     now: datetime,
     exclude_source_kinds: tuple[str, ...],
+    max_records: int,
 ) -> set[str]:
     """The eligible records whose event time falls in any ``[start, end)`` window, through the
-    same hard filter as the search (and inside the request's own since/until)."""
-    inside: set[str] = set()
+    same hard filter as the search (and inside the request's own since/until).
+
+    Empty when the windows hold more than ``max_records``: a preference for most of a large
+    store is no preference, and the pass over it would cost the search more than it gives.
+    """
+    bounded: list[tuple[datetime, datetime]] = []
     for start, end in windows:
         since = max(start, request.since) if request.since else start
         until = min(end, request.until) if request.until else end
-        if since >= until:
-            continue
-        ids = await store.eligible_ids(
-            scopes, now=now, types=request.types, since=since, until=until,
-            include_history=request.include_history, exclude_source_kinds=exclude_source_kinds,  # type: ignore[arg-type]
+        if since < until:
+            bounded.append((since, until))
+    inside: set[str] = set()
+    for since, until in bounded:
+        ids = await store.eligible_ids_upto(
+            scopes, now=now, cap=max_records - len(inside), types=request.types, since=since, until=until,
+            include_history=request.include_history, exclude_source_kinds=exclude_source_kinds,
         )  # fmt: skip
+        if ids is None:
+            return set()
         inside.update(rid for rid in ids if rid in eligible)
     return inside

@@ -478,6 +478,34 @@ class Store(
             )
         return EligibleSet(r[0] for r in rows)
 
+    async def eligible_ids_upto(
+        self,
+        scopes: Sequence[Scope],
+        *,
+        now: datetime,
+        cap: int,
+        types: Sequence[str] | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        include_history: bool = False,
+        exclude_source_kinds: Sequence[str] = (),
+    ) -> list[str] | None:
+        """:meth:`eligible_ids` for a set the caller wants only while it is small: the ids, or
+        None once more than ``cap`` match (one bounded query either way, never the whole set)."""
+        if not scopes:
+            return []
+        where, params = eligible_where(
+            scopes, types=types, since=since, until=until, include_history=include_history,
+            exclude_source_kinds=exclude_source_kinds,
+        )  # fmt: skip
+        if not include_history:
+            where += _UNEXPIRED
+            params.append(format_ts(now))
+        ids = await self.db.fetch_column(
+            f"SELECT r.id FROM records r WHERE {where} LIMIT ?", [*params, cap + 1]
+        )
+        return None if len(ids) > cap else ids
+
     async def _cached_eligible(
         self, base: str, base_params: list[Any], include_history: bool, now: datetime
     ) -> EligibleSet:
