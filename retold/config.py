@@ -351,10 +351,10 @@ class DenseFloors(_Block):
     # spec's values, which keep clear MiniLM matches of short facts (cosine 0.46-0.55), and the
     # summary floor keeps the spec's +0.10 over episodes. Recalibrate after any embedder change.
     semantic: _Unit = Field(0.45, description="Dense floor for semantic records. In [0, 1].")
-    episodic: _Unit = Field(0.525, description="Dense floor for episodic records. In [0, 1].")
+    episodic: _Unit = Field(0.575, description="Dense floor for episodic records. In [0, 1].")
     procedural: _Unit = Field(0.45, description="Dense floor for procedural records. In [0, 1].")
     session_summary: _Unit = Field(
-        0.625,
+        0.675,
         description=(
             "Dense floor for generated session summaries, the longest and broadest records and the "
             "likeliest pollution source. In [0, 1]."
@@ -487,7 +487,7 @@ class GateConfig(_Block):
     dense_floor: DenseFloors = Field(
         default_factory=DenseFloors, description="Per-type dense floors for model-issued searches."
     )
-    lexical_min_term_fraction: _Unit = Field(0.4, description=_LEXICAL_FRACTION)
+    lexical_min_term_fraction: _Unit = Field(0.34, description=_LEXICAL_FRACTION)
     lexical_min_matched_terms: _PositiveInt = Field(2, description=_LEXICAL_MATCHED)
     relative_floor: _Unit = Field(0.0, description=_RELATIVE)
     context_floor: _Unit = Field(0.2, description=_CONTEXT)

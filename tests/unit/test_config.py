@@ -84,12 +84,12 @@ def test_gate_defaults() -> None:
     # Calibrated for the packaged MiniLM embedder (benchmarks/calibrate_gate.py, docs/benchmarks.md).
     assert (floors.semantic, floors.episodic, floors.procedural, floors.session_summary) == (
         0.45,
-        0.525,
+        0.575,
         0.45,
-        0.625,
+        0.675,
     )
     assert (gate.lexical_min_term_fraction, gate.lexical_min_matched_terms, gate.relative_floor) == (
-        0.4,
+        0.34,
         2,
         0.0,
     )
@@ -145,7 +145,7 @@ def test_floors_for_tool_returns_the_normal_floors_and_excludes_nothing() -> Non
     floors = gate.floors_for("tool")
 
     assert floors.dense_floor == gate.dense_floor
-    assert floors.lexical_min_term_fraction == 0.4
+    assert floors.lexical_min_term_fraction == 0.34
     assert floors.relative_floor == 0.0
     assert floors.exclude_source_kinds == ()
 
@@ -161,8 +161,8 @@ def test_dense_floor_for_record_uses_the_summary_floor_for_session_summaries() -
     floors = DenseFloors()
 
     assert floors.for_record("semantic") == 0.45
-    assert floors.for_record("episodic") == 0.525
-    assert floors.for_record("episodic", "session_summary") == 0.625
+    assert floors.for_record("episodic") == 0.575
+    assert floors.for_record("episodic", "session_summary") == 0.675
     assert floors.for_record("procedural", "user_statement") == 0.45
     with pytest.raises(ValueError, match="record type"):
         floors.for_record("opinion")
