@@ -33,7 +33,6 @@ from retold.models import (
     SearchResult,
 )
 from retold.policy.grants import readable_scopes
-from retold.policy.prompt import POLICY_VERSION
 from retold.retrieve.budget import fill_budget
 from retold.retrieve.context import anchor_days, same_day_hits
 from retold.retrieve.dedup import collapse_duplicates
@@ -46,6 +45,7 @@ from retold.retrieve.lexical import lexical_search
 from retold.retrieve.query_focus import without_mentions
 from retold.retrieve.query_kind import asks
 from retold.retrieve.rewrite import rewrite_stage
+from retold.retrieve.search_log import log_row
 from retold.retrieve.time_window import TimeWindow, eligible_within, interleave, query_windows
 from retold.util import new_id
 
@@ -463,7 +463,9 @@ async def respond(rt: Runtime, run: SearchRun) -> SearchResponse:
     run.timings = {s: run.timings.get(s, 0.0) for s in SEARCH_STAGES} | run.timings
     logged_timings = {s: v for s, v in run.timings.items() if s != "log"}
     logged_timings["total"] = round((time.perf_counter() - run.t0) * 1000.0, 3)
-    await rt.store.insert_search_log(_log_row(rt, run, results, reason, budget_out, logged_timings))
+    row = log_row(rt.config, rt.embedder, run, run_floors(rt.config, run), results, reason, budget_out,
+                  logged_timings)  # fmt: skip
+    await rt.store.insert_search_log(row)
     run.mark("log", t)
     run.timings["total"] = round((time.perf_counter() - run.t0) * 1000.0, 3)
     run.response = SearchResponse(
@@ -512,101 +514,3 @@ def _empty_reason(rt: Runtime, run: SearchRun, budget_out: list[str]) -> str:
     if run.reranked is not None and not run.kept:
         return f"every shortlisted record fell below the reranker floor {rt.config.reranker.floor}"
     return empty_reason(run.candidates, run.subjects, floors, len(run.eligible))
-
-
-def _log_row(
-    rt: Runtime,
-    run: SearchRun,
-    results: list[SearchResult],
-    reason: str | None,
-    budget_out: list[str],
-    timings: dict[str, float],
-) -> dict[str, Any]:
-    req = run.request
-    cfg = rt.config
-    floors = run_floors(cfg, run)
-    explanations: list[Any] = [r.explanation for r in results]  # encoded field by field
-    if reason is not None:
-        explanations.append({"empty_reason": reason})
-    dense_ids = {rid for rid, _ in run.dense}
-    context_only = [(rid, cos) for rid, cos in run.context if rid not in dense_ids]
-    return {
-        "id": run.search_id,
-        "at": run.started_at,
-        "agent_id": run.principal.agent_id,
-        "user_id": run.principal.user_id,
-        "session_id": run.principal.session_id,
-        "trigger": req.trigger,
-        "request": {
-            "queries": req.queries,
-            "types": req.types,
-            "entities": req.entities,
-            "since": req.since,
-            "until": req.until,
-            "k": req.k,
-            "include_history": req.include_history,
-            # What the dense channel embedded when query_focus left names out (text: erased with the rest).
-            "dense_queries": run.dense_queries if run.dense_queries not in ([], run.queries) else None,
-            "time_windows": [[w.text, w.start.isoformat(), w.end.isoformat()] for w in run.windows] or None,
-        },
-        "context": req.context,
-        "rewrite_status": run.rewrite_status,
-        "rewritten_queries": run.queries if run.rewrite_status in ("applied", "unchanged") else None,
-        "readable_scopes": [str(s) for s in run.scopes],
-        # The context pass's hits follow the dense channel's own, ranked after them (fusion.fuse).
-        "dense": [
-            [rid, rank, round(cos, 4)] for rank, (rid, cos) in enumerate([*run.dense, *context_only], start=1)
-        ],
-        "lexical": [
-            [
-                h.record_id,
-                h.rank,
-                round(h.bm25, 4),
-                [[t.value, t.is_identifier, t.is_entity_alias] for t in h.match.terms],
-                h.match.total_terms,
-            ]
-            for h in run.lexical
-        ],
-        "entity": [[h.record_id, h.rank, h.entity_id] for h in run.entity],
-        "fused": run.fused_log,
-        "freshness": [
-            [c.record_id, round(c.freshness_multiplier, 4)]
-            for c in run.candidates
-            if c.freshness_multiplier is not None
-        ],
-        "gated_out": [list(x) for x in run.gated_out],
-        "deduped_out": [list(x) for x in run.deduped_out],
-        "reranked": run.reranked,
-        "reranked_out": run.reranked_out,
-        "rerank_status": run.rerank_status,
-        "rerank_error": run.rerank_error,
-        "budget_out": budget_out,
-        "returned": [r.record.id for r in results],
-        "explanations": explanations,
-        "config_flags": {
-            "embedding_model": getattr(rt.embedder, "name", None),
-            "embedding_version": getattr(rt.embedder, "version", None),
-            "policy_version": POLICY_VERSION,  # the instructions the searching agent ran under
-            "rewrite_enabled": cfg.retrieval.rewrite.enabled,
-            "reranker_enabled": cfg.reranker.enabled,
-            "reranker_mode": cfg.reranker.mode,
-            "index_refresh": run.index_refresh,
-            "broad_entities": run.broad_entities,
-            "focus_queries": cfg.retrieval.focus_queries,
-            "entity_max_share": cfg.retrieval.entity_max_share,
-            "gate": {
-                "enabled": req.gate,  # False: the caller asked for every match (floors at zero)
-                "dense_floor": floors.dense_floor.model_dump(),
-                "lexical_min_term_fraction": floors.lexical_min_term_fraction,
-                "lexical_min_matched_terms": floors.lexical_min_matched_terms,
-                "relative_floor": floors.relative_floor,
-                "context_floor": floors.context_floor,
-                "exclude_source_kinds": list(floors.exclude_source_kinds),
-                "query_kind": floors.query_kind,  # auto floors differ for turns that ask nothing
-            },
-            "dedup_cosine": cfg.retrieval.dedup_cosine,
-            "rrf_k": cfg.retrieval.rrf_k,
-        },
-        "warm": run.warm,
-        "timings_ms": timings,
-    }
