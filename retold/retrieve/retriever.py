@@ -84,6 +84,7 @@ class SearchRun:
     dense_queries: list[str] = field(default_factory=list)  # what the dense channel embedded
     windows: list[TimeWindow] = field(default_factory=list)  # event-time windows the query names
     qvecs: np.ndarray | None = None  # the dense query vectors, for the context pass
+    floors: GateFloors | None = None  # set once by run_floors
     context: list[tuple[str, float]] = field(default_factory=list)  # the same-day context hits
     rewrite_status: str = "disabled"
     scopes: list[Scope] = field(default_factory=list)
@@ -142,9 +143,13 @@ def validate_request(request: SearchRequest) -> SearchRequest:
 def run_floors(config: Config, run: SearchRun) -> GateFloors:
     """The floors this search must clear: its trigger's, for auto by whether the request's own
     queries ask something (query_kind; a rewriter's keywords do not change it), all at zero
-    when the request turned the gate off."""
-    req = run.request
-    return config.retrieval.gate.floors_for(req.trigger, asks=asks(req.queries)).for_request(req.gate)
+    when the request turned the gate off. Worked out once per search."""
+    if run.floors is None:
+        req = run.request
+        run.floors = config.retrieval.gate.floors_for(req.trigger, asks=asks(req.queries)).for_request(
+            req.gate
+        )
+    return run.floors
 
 
 async def prepare(rt: Runtime, run: SearchRun) -> None:
@@ -184,9 +189,8 @@ async def prepare(rt: Runtime, run: SearchRun) -> None:
 
 async def generate(rt: Runtime, run: SearchRun) -> None:
     """Dense, lexical and entity candidates. Lexical and entity SQL run while the embedder works."""
-    k = rt.config.retrieval.per_generator_k
-
     cfg = rt.config.retrieval
+    k = cfg.per_generator_k
     # The dense query leaves out names too broad to choose (query_focus), known once the entity
     # stage has resolved them. The query as written is embedded meanwhile, so a query naming no
     # such entity waits for nothing; one that does pays a second model call on the focused text.
