@@ -14,6 +14,10 @@ endpoint). The client owns the parts every caller would otherwise get subtly wro
   :class:`SchemaMismatchError`: a failure, never a guess;
 * the key never appears in a log line, an error message or ``repr``.
 
+The callers are typed against :class:`StructuredCompleter`, which this client and
+:class:`~retold.chat_model.ChatModelCompleter` (a host's LangChain chat model, with that
+model's own retries and credentials) both satisfy.
+
 The SDKs are imported on first use, so ``import retold`` loads neither. A test (or a
 host with its own transport) passes ``sdk_client`` / ``http_client`` to run the real
 request-building and parsing code offline.
@@ -35,7 +39,7 @@ import os
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import anyio.to_thread
 
@@ -51,6 +55,8 @@ __all__ = [
     "Provider",
     "SchemaMismatchError",
     "StructuredCall",
+    "StructuredCompleter",
+    "as_completion_error",
     "load_prompt",
     "nullable",
     "strict_object",
@@ -103,6 +109,37 @@ class StructuredCall:
     name: str
 
 
+class StructuredCompleter(Protocol):
+    """What the extractor, reviewer, rewriter and judge need from a model: one schema-valid dict.
+
+    :class:`CompletionClient` (the provider SDKs) and
+    :class:`~retold.chat_model.ChatModelCompleter` (any LangChain chat model) satisfy it.
+    Either returns only a dict that validates against ``schema`` and raises
+    :class:`CompletionError` otherwise (:class:`SchemaMismatchError` for a bad reply,
+    :class:`CompletionTimeoutError` past the deadline), so callers fail closed alike.
+    """
+
+    @property
+    def provider(self) -> str:
+        """Who answered (``anthropic``, ``openai``, ``openrouter``, ``langchain``): errors carry it."""
+        ...
+
+    @property
+    def identity(self) -> str:
+        """The model, recorded with every decision it makes."""
+        ...
+
+    def complete(self, *, system: str, user: str, schema: Mapping[str, Any], name: str) -> dict[str, Any]:
+        """One structured completion (blocking: call it from a worker thread)."""
+        ...
+
+    async def acomplete(
+        self, *, system: str, user: str, schema: Mapping[str, Any], name: str
+    ) -> dict[str, Any]:
+        """One structured completion without blocking the event loop."""
+        ...
+
+
 def _transient(exc: BaseException) -> bool:
     """Worth another attempt: a dropped connection, a timeout, a rate limit or a server error."""
     if isinstance(exc, CompletionError):
@@ -116,7 +153,35 @@ def _transient(exc: BaseException) -> bool:
 
 
 def _is_timeout(exc: BaseException) -> bool:
-    return isinstance(exc, TimeoutError) or any(c.__name__ == "APITimeoutError" for c in type(exc).__mro__)
+    names = {"APITimeoutError", "ModelTimeoutError"}  # the SDKs' and langchain-core's timeout errors
+    return isinstance(exc, TimeoutError) or any(c.__name__ in names for c in type(exc).__mro__)
+
+
+def as_completion_error(
+    exc: BaseException, *, identity: str, provider: str, secrets: tuple[str, ...] = (), hint: str = ""
+) -> CompletionError:
+    """Any failure of a model call as a :class:`CompletionError` (a timeout: :class:`CompletionTimeoutError`).
+
+    The message names the error class and HTTP status and keeps 200 characters of its
+    text with every one of ``secrets`` (the API keys in play) redacted; ``hint`` is
+    appended for 401/403.
+    """
+    if isinstance(exc, CompletionError):
+        return exc
+    status = getattr(exc, "status_code", None)
+    detail = f"{type(exc).__name__}" + (f" {status}" if isinstance(status, int) else "")
+    text = str(exc)
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "***")
+    text = text[:200]
+    message = f"{identity}: {detail}: {text}" if text else f"{identity}: {detail}"
+    if status in (401, 403):
+        message += hint
+    retryable = _transient(exc) or bool(getattr(exc, "is_retryable", False))
+    if _is_timeout(exc):
+        return CompletionTimeoutError(message, provider=provider, retryable=True)
+    return CompletionError(message, provider=provider, retryable=retryable)
 
 
 class CompletionClient:
@@ -384,17 +449,13 @@ class CompletionClient:
 
     def _translate(self, exc: BaseException) -> CompletionError:
         """SDK and transport errors → :class:`CompletionError`, with the key redacted."""
-        if isinstance(exc, CompletionError):
-            return exc
-        status = getattr(exc, "status_code", None)
-        detail = f"{type(exc).__name__}" + (f" {status}" if isinstance(status, int) else "")
-        text = str(exc).replace(self._key, "***")[:200]
-        message = f"{self.identity}: {detail}: {text}" if text else f"{self.identity}: {detail}"
-        if status in (401, 403):
-            message += f" (check {API_KEY_ENV[self.provider]})"
-        if _is_timeout(exc):
-            return CompletionTimeoutError(message, provider=self.provider, retryable=True)
-        return CompletionError(message, provider=self.provider, retryable=_transient(exc))
+        return as_completion_error(
+            exc,
+            identity=self.identity,
+            provider=self.provider,
+            secrets=(self._key,),
+            hint=f" (check {API_KEY_ENV[self.provider]})",
+        )
 
 
 def validate(data: Any, schema: Mapping[str, Any], name: str, identity: str, provider: str) -> None:

@@ -47,7 +47,9 @@ class Runtime:
 
     Model arguments left as ``None`` are built from config: the embedder is created at
     once but loads its weights on first use (or :meth:`warm`); the judge comes from
-    ``ingestion.equivalence.model``; hosted models only when a feature enables them.
+    ``ingestion.equivalence.model``; hosted models only when a feature enables them, on
+    ``chat_model`` (a LangChain ``BaseChatModel``) when one is given, else on the provider
+    SDK client that config names.
     """
 
     def __init__(
@@ -62,6 +64,7 @@ class Runtime:
         rewriter: Any = None,
         extractor: Any = None,
         reviewer: Any = None,
+        chat_model: Any = None,
     ) -> None:
         self.config = config
         self.store = store
@@ -70,6 +73,12 @@ class Runtime:
             from retold.index.embedder import build_embedder
 
             embedder = build_embedder(config.embedding)
+        if chat_model is not None:
+            from retold.chat_model import hosted_stages
+
+            judge, rewriter, extractor, reviewer = hosted_stages(
+                config, chat_model, judge=judge, rewriter=rewriter, extractor=extractor, reviewer=reviewer
+            )
         if judge is None:
             from retold.ingest.equivalence import build_judge
 
@@ -352,6 +361,7 @@ def open_runtime(
     rewriter: Any = None,
     extractor: Any = None,
     reviewer: Any = None,
+    chat_model: Any = None,
     clock: Clock | None = None,
     allow_migration_issues: bool = False,
     allow_embedding_mismatch: bool = False,
@@ -361,7 +371,10 @@ def open_runtime(
     ``path`` is a SQLite file or a ``postgresql://`` URL; it defaults to ``$RETOLD_STORE``,
     then ``config.store.path``. ``config`` is a :class:`Config`, a YAML
     path, or ``None`` for the defaults. ``None`` for a model means "build it from config";
-    pass ``retold.testing.FakeEmbedder()`` and friends to replace one.
+    pass ``retold.testing.FakeEmbedder()`` and friends to replace one. ``chat_model``, a
+    LangChain chat model (``init_chat_model("anthropic:…")``), answers every hosted feature
+    config enables (extraction, review, rewriting, a ``<provider>:<model>`` judge) that
+    is not passed itself, instead of the provider SDK client and its API key variable.
 
     Opening refuses (:class:`~retold.errors.EmbeddingMismatchError`) a store whose
     vectors came from another embedding model, version or width, unless
@@ -374,5 +387,6 @@ def open_runtime(
         "rewriter": rewriter,
         "extractor": extractor,
         "reviewer": reviewer,
+        "chat_model": chat_model,
     }
     return _RuntimeOpener(path, config, clock, allow_migration_issues, allow_embedding_mismatch, models)

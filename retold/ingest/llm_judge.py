@@ -12,7 +12,8 @@ probability is not calibrated; each label maps to a fixed score on the side of
 0.95, ``neutral`` and ``contradicted`` clear none above 0.3.
 
 Select it with ``ingestion.equivalence.model: "<provider>:<model>"``, for example
-``anthropic:claude-haiku-4-5-20251001``.
+``anthropic:claude-haiku-4-5-20251001``, or answer it with the host's LangChain chat model
+(:meth:`LLMJudge.from_chat_model`, ``open_runtime(..., chat_model=model)``).
 """
 
 from __future__ import annotations
@@ -20,11 +21,13 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from retold.hosted import API_KEY_ENV, CompletionClient, load_prompt, strict_object
+from retold.hosted import API_KEY_ENV, CompletionClient, StructuredCompleter, load_prompt, strict_object
 from retold.ingest.verdicts import JudgeDecision
 from retold.models import Verdict
 
 if TYPE_CHECKING:
+    from langchain_core.language_models.chat_models import BaseChatModel
+
     from retold.config import Config
 
 __all__ = ["ENTAIL_SCORES", "JUDGE_PROMPT", "LLMJudge", "hosted_judge_model"]
@@ -54,7 +57,7 @@ class LLMJudge:
 
     name = "llm-judge"
 
-    def __init__(self, client: CompletionClient, *, prompt_version: str = JUDGE_PROMPT) -> None:
+    def __init__(self, client: StructuredCompleter, *, prompt_version: str = JUDGE_PROMPT) -> None:
         self.client = client
         self.prompt_version = prompt_version
         self._prompt = load_prompt("retold.ingest", prompt_version)
@@ -80,6 +83,15 @@ class LLMJudge:
             **client_kwargs,
         )
         return cls(client)
+
+    @classmethod
+    def from_chat_model(cls, model: BaseChatModel, config: Config | None = None) -> LLMJudge:
+        """The judge answered by the host's LangChain chat model, under ``ingestion.review_timeout_ms``."""
+        from retold.chat_model import ChatModelCompleter
+        from retold.config import Config
+
+        timeout_ms = (config or Config()).ingestion.review_timeout_ms
+        return cls(ChatModelCompleter(model, timeout_s=timeout_ms / 1000.0))
 
     def judge_with_reason(self, a: str, b: str) -> JudgeDecision:
         """The verdict on ``a`` (existing) versus ``b`` (new), with the model's reason."""

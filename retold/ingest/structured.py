@@ -1,8 +1,10 @@
 """The hosted extractor and candidate reviewer (spec §5, §8.2 step 5, §8.3).
 
-Each makes one structured completion through :class:`~retold.hosted.CompletionClient`
-with a versioned prompt from ``retold/ingest/prompts/``. The reply is validated against
-its JSON schema and converted into the spec's types; anything that does not fit —
+Each makes one structured completion through a :class:`~retold.hosted.StructuredCompleter`
+(the provider SDKs' :class:`~retold.hosted.CompletionClient`, or the host's LangChain chat
+model through ``from_chat_model``) with a versioned prompt from ``retold/ingest/prompts/``.
+The reply is validated against its JSON schema and converted into the spec's types;
+anything that does not fit —
 a malformed timestamp, a confidence outside [0, 1], a ``revise`` without a revision —
 raises :class:`~retold.hosted.SchemaMismatchError`, and the extraction run fails closed.
 
@@ -23,7 +25,14 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self
 
-from retold.hosted import CompletionClient, SchemaMismatchError, load_prompt, nullable, strict_object
+from retold.hosted import (
+    CompletionClient,
+    SchemaMismatchError,
+    StructuredCompleter,
+    load_prompt,
+    nullable,
+    strict_object,
+)
 from retold.models import (
     ENTITY_KINDS,
     RECORD_TYPES,
@@ -38,6 +47,8 @@ from retold.models import (
 )
 
 if TYPE_CHECKING:
+    from langchain_core.language_models.chat_models import BaseChatModel
+
     from retold.config import Config
 
 __all__ = [
@@ -177,7 +188,7 @@ def _confidence(value: Any, identity: str, provider: str) -> float:
 
 
 class _HostedStage:
-    """What the extractor and the reviewer share: a hosted client, a versioned prompt, config.
+    """What the extractor and the reviewer share: a structured completer, a versioned prompt, config.
 
     Both report the same ``name`` / ``model`` / ``prompt_version`` identity in extraction
     events, and config names their settings alike (``ingestion.<stage>_provider``,
@@ -188,7 +199,7 @@ class _HostedStage:
     _stage: ClassVar[Literal["extraction", "review"]]
     _feature: ClassVar[str]  # how a missing API key error names what needed it
 
-    def __init__(self, client: CompletionClient, *, prompt_version: str) -> None:
+    def __init__(self, client: StructuredCompleter, *, prompt_version: str) -> None:
         self.client = client
         self.prompt_version = prompt_version
         self._prompt = load_prompt(_PACKAGE, prompt_version)
@@ -213,6 +224,18 @@ class _HostedStage:
             )
         )
 
+    @classmethod
+    def from_chat_model(cls, model: BaseChatModel, config: Config | None = None) -> Self:
+        """The stage answered by the host's LangChain chat model, under ``ingestion.<stage>_timeout_ms``.
+
+        The provider and model settings of the stage do not apply: the chat model is both.
+        """
+        from retold.chat_model import ChatModelCompleter
+        from retold.config import Config
+
+        timeout_ms = getattr((config or Config()).ingestion, f"{cls._stage}_timeout_ms")
+        return cls(ChatModelCompleter(model, timeout_s=timeout_ms / 1000.0))
+
 
 # --- the extractor -------------------------------------------------------------------------------
 
@@ -220,7 +243,7 @@ class _HostedStage:
 class StructuredLLMExtractor(_HostedStage):
     """:class:`~retold.models.Extractor` over a hosted model (prompt ``extract_v1``).
 
-    extractor = StructuredLLMExtractor(CompletionClient.from_env(...))
+    extractor = StructuredLLMExtractor(CompletionClient.from_env(...))   # or .from_chat_model(model)
     output = extractor.extract(turns, context)   # blocking; the graph runs it in a thread
     """
 
@@ -228,7 +251,7 @@ class StructuredLLMExtractor(_HostedStage):
     _stage = "extraction"
     _feature = "Session extraction (ingestion.extraction_enabled)"
 
-    def __init__(self, client: CompletionClient, *, prompt_version: str = EXTRACT_PROMPT) -> None:
+    def __init__(self, client: StructuredCompleter, *, prompt_version: str = EXTRACT_PROMPT) -> None:
         super().__init__(client, prompt_version=prompt_version)
 
     def request(self, transcript: Sequence[Turn], context: ExtractionContext) -> str:
@@ -296,7 +319,7 @@ class StructuredLLMReviewer(_HostedStage):
     _stage = "review"
     _feature = "Candidate review for session extraction"
 
-    def __init__(self, client: CompletionClient, *, prompt_version: str = REVIEW_PROMPT) -> None:
+    def __init__(self, client: StructuredCompleter, *, prompt_version: str = REVIEW_PROMPT) -> None:
         super().__init__(client, prompt_version=prompt_version)
 
     def request(self, candidate: CandidateRecord, context: ReviewContext) -> str:

@@ -29,8 +29,10 @@ from retold.errors import RetoldError
 from retold.models import QueryRewriter, RewriteResult
 
 if TYPE_CHECKING:
+    from langchain_core.language_models.chat_models import BaseChatModel
+
     from retold.config import RewriteConfig
-    from retold.hosted import CompletionClient
+    from retold.hosted import StructuredCompleter
 
 __all__ = [
     "REWRITE_PROMPT",
@@ -97,7 +99,7 @@ class HostedLLMQueryRewriter:
 
     name = "hosted-llm-rewriter"
 
-    def __init__(self, client: CompletionClient, *, prompt_version: str = REWRITE_PROMPT) -> None:
+    def __init__(self, client: StructuredCompleter, *, prompt_version: str = REWRITE_PROMPT) -> None:
         from retold.hosted import load_prompt
 
         self.client = client
@@ -125,6 +127,21 @@ class HostedLLMQueryRewriter:
             **client_kwargs,
         )
         return cls(client)
+
+    @classmethod
+    def from_chat_model(
+        cls, model: BaseChatModel, config: RewriteConfig | None = None
+    ) -> HostedLLMQueryRewriter:
+        """The rewriter answered by the host's LangChain chat model, inside ``retrieval.rewrite.timeout_ms``.
+
+        The chat model's own retries run inside that deadline; keep them few, since the
+        rewrite sits on the search path.
+        """
+        from retold.chat_model import ChatModelCompleter
+        from retold.config import RewriteConfig
+
+        timeout_ms = (config or RewriteConfig()).timeout_ms
+        return cls(ChatModelCompleter(model, timeout_s=timeout_ms / 1000.0))
 
     def rewrite(self, queries: list[str], context: str | None) -> RewriteResult:
         from retold.hosted import CompletionError, CompletionTimeoutError, strict_object
