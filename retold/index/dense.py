@@ -11,7 +11,8 @@ return the same shapes, so the retriever does not know which one it has.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence, Set
+from collections.abc import Callable, Iterable, Iterator, Sequence, Set
+from collections.abc import Set as AbstractSet
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -21,7 +22,7 @@ import numpy as np
 from retold.index.vector import VectorIndex
 from retold.models import Scope
 
-__all__ = ["DenseSearch", "InProcessDense", "StoreDense", "dense_search_for"]
+__all__ = ["DenseSearch", "InProcessDense", "StoreDense", "Without", "dense_search_for"]
 
 
 class DenseSearch(Protocol):
@@ -47,6 +48,24 @@ class DenseSearch(Protocol):
     ) -> list[tuple[str, float]]: ...  # fmt: skip
 
     async def vectors(self, record_ids: Sequence[str]) -> dict[str, np.ndarray]: ...
+
+
+class Without(AbstractSet[str]):
+    """``kept`` less ``dropped`` as a set view: a write excludes a few ids from a scope's
+    eligible set without copying it (200K ids: milliseconds per write)."""
+
+    def __init__(self, kept: AbstractSet[str], dropped: AbstractSet[str]) -> None:
+        self._kept = kept
+        self._dropped = {i for i in dropped if i in kept}
+
+    def __contains__(self, item: object) -> bool:
+        return item in self._kept and item not in self._dropped
+
+    def __iter__(self) -> Iterator[str]:
+        return (i for i in self._kept if i not in self._dropped)
+
+    def __len__(self) -> int:
+        return len(self._kept) - len(self._dropped)
 
 
 class InProcessDense:
@@ -86,7 +105,7 @@ class InProcessDense:
         seen = set(exclude)
         if about is not None:
             seen |= await self._store.subject_record_ids(scope, record_type, about)
-        return await anyio.to_thread.run_sync(self._index.search, vector, eligible - seen, k)
+        return await anyio.to_thread.run_sync(self._index.search, vector, Without(eligible, seen), k)
 
     async def vectors(self, record_ids: Sequence[str]) -> dict[str, np.ndarray]:
         found = {rid: self._index.vector_for(rid) for rid in record_ids}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -93,7 +94,7 @@ class ConservativeJudge:
             self._cache.clear()
 
     # -- cosine with a small LRU: the ingestor judges one new claim against many old ones
-    def _vectors(self, texts: list[str]) -> list[np.ndarray]:
+    def vectors(self, texts: Sequence[str]) -> list[np.ndarray]:
         """One vector per text: cache hits from the LRU, every miss embedded in ONE batch.
 
         A ``judge``/``entails`` call needs at most two texts; whichever are not cached go to
@@ -117,9 +118,18 @@ class ConservativeJudge:
                     self._cache.popitem(last=False)
         return [found[t] for t in texts]
 
+    def prefetch(self, texts: Sequence[str]) -> None:
+        """Embed, in one batch, every text a write is about to compare or store.
+
+        A write needs its claim's vector (for the index), the quote and claim for the
+        entailment check, and the texts of the records it is judged against: fetched
+        together, that is one model call per write instead of one per stage.
+        """
+        self.vectors(list(dict.fromkeys(texts)))
+
     def cosine(self, a: str, b: str) -> float:
         """Cosine of the two texts' document embeddings (normalised, so a dot product)."""
-        va, vb = self._vectors([a, b])
+        va, vb = self.vectors([a, b])
         na, nb = float(np.linalg.norm(va)), float(np.linalg.norm(vb))
         if na == 0.0 or nb == 0.0:
             return 0.0

@@ -127,6 +127,9 @@ async def assess_evidence(
     if check.note is not None or check.source_kind == "agent_inference":
         return EvidenceOutcome(check.source_kind, ref, kept, check.note, check, None)
     hypothesis = as_the_user(content, speaker_names) if check.role == "user" else content
+    prefetch = getattr(judge, "prefetch", None)
+    if prefetch is not None:  # the claim's own vector rides along: one model call for the write
+        await anyio.to_thread.run_sync(prefetch, [kept, hypothesis, content])
     score = float(await anyio.to_thread.run_sync(judge.entails, kept, hypothesis))
     if score < evidence_cfg.entail_floor:
         return EvidenceOutcome("agent_inference", ref, kept, NOTE_NOT_SUPPORTED, check, score)

@@ -249,8 +249,7 @@ class Ingestor:
 
         source = source_for(record, principal, trusted=request.trusted)
         with timer("embed"):
-            vectors = await anyio.to_thread.run_sync(self._embedder.embed_documents, [content])
-            vector = np.asarray(vectors[0], dtype=np.float32)
+            vector = await self._embed(content)
 
         # A batch's later candidates are decided against its earlier ones through the overlay.
         seen = None if overlay is not None else await self._store.records_version()
@@ -315,11 +314,23 @@ class Ingestor:
                 "quote the user's words from this session as evidence, or leave the record as it is",
             )
         with timer("embed"):
-            vectors = await anyio.to_thread.run_sync(self._embedder.embed_documents, [content])
-            vector = np.asarray(vectors[0], dtype=np.float32)
+            vector = await self._embed(content)
         decision = Decision("supersede", target, "manual_revision", reason=reason)
         return Plan(record, vector, evidence, request.source_kind, links, decision, [], False, notes, [],
                     revision_reason=reason, source=source_for(record, principal, trusted=False))  # fmt: skip
+
+    async def _embed(self, content: str) -> np.ndarray:
+        """The claim's vector; from the judge's batch when it embeds with the same model.
+
+        The evidence check has usually embedded the claim already (spec §8.1: a write's
+        budget is one embedding), so the index's vector is then a cache hit, not a model call.
+        """
+        judge = self._judge
+        if getattr(judge, "embedder", None) is self._embedder and hasattr(judge, "vectors"):
+            vectors = await anyio.to_thread.run_sync(judge.vectors, [content])
+        else:
+            vectors = await anyio.to_thread.run_sync(self._embedder.embed_documents, [content])
+        return np.asarray(vectors[0], dtype=np.float32)
 
     async def _evidence(self, principal: Principal, request: WriteRequest, content: str) -> EvidenceOutcome:
         if request.trusted:
@@ -538,6 +549,9 @@ class Ingestor:
             cosines.append(float(np.dot(vector, other_vec)) if other_vec is not None else 0.0)
 
         def run() -> list[tuple[str, str | None]]:
+            prefetch = getattr(self._judge, "prefetch", None)
+            if prefetch is not None:  # every text to compare in one model call, not one per pair
+                prefetch([record.content, *(o.content for o in others)])
             out = []
             for other in others:
                 verdict = decide(self._judge, other.content, record.content)

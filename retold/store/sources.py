@@ -60,8 +60,11 @@ class SourcesMixin:
     async def live_records_with_origin(self, scope: Scope, origin: str) -> list[Record]:
         """Active records in the scope that this exact owned source already supports."""
         rows = await self.db.fetchall(
-            """SELECT DISTINCT r.id FROM record_sources s JOIN records r ON r.id = s.record_id
-                WHERE s.origin = ? AND r.scope_kind = ? AND r.scope_id = ?
+            # The source's few rows first (MATERIALIZED fixes the order): left to itself, SQLite
+            # walks every live record of the scope and probes each one's sources.
+            """WITH mine AS MATERIALIZED (SELECT DISTINCT record_id FROM record_sources WHERE origin = ?)
+               SELECT r.id FROM mine JOIN records r ON r.id = mine.record_id
+                WHERE r.scope_kind = ? AND r.scope_id = ?
                   AND r.status IN ('provisional', 'confirmed') ORDER BY r.id""",
             (origin, scope.kind, scope.id),
         )

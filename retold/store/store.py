@@ -23,9 +23,9 @@ import numpy as np
 from retold.errors import InvalidArgumentError, MigrationIssuesError, NotFoundError
 from retold.models import ACTIVE_STATUSES, Record, RecordSource, Scope
 from retold.store.audit import AuditMixin
-from retold.store.bulk import FTS_ROW_SQL, BulkMixin
+from retold.store.bulk import FTS_DELETE_SQL, FTS_ROW_SQL, BulkMixin
 from retold.store.database import Database
-from retold.store.eligible import EligibleCache, EligibleSet
+from retold.store.eligible import CachedEligible, EligibleCache, EligibleSet
 from retold.store.entities import EntitiesMixin, SessionsMixin
 from retold.store.extraction import ExtractionMixin
 from retold.store.items import StoreItemsMixin
@@ -51,6 +51,7 @@ _FTS_COLUMNS = frozenset({"content", "subject"})
 _HISTORY_STATUSES = ("provisional", "confirmed", "superseded", "expired")
 UNEXPIRED = " AND (r.expires_at IS NULL OR r.expires_at > ?)"
 _UNEXPIRED = UNEXPIRED
+_FORWARD_MAX = 2000  # changed rows an eligible-set cache entry is brought forward over
 _IN_LIST_MAX = 500  # ids bound as parameters; larger lists go through a temporary table
 
 
@@ -349,16 +350,19 @@ class Store(
         process's committed write: same scope and type, and the same subject and attribute
         (semantic and procedural facts) or the same content (any type).
         """
-        same = "content = ?"
+        same = "r.content = ?"
         params: list[Any] = [record.content]
         if record.type != "episodic":
-            same = "(content = ? OR (attribute = ? AND subject_entity_id IS ?))"
+            same = "(r.content = ? OR (r.attribute = ? AND r.subject_entity_id IS ?))"
             params += [record.attribute, record.subject_entity_id]
         row = await self.db.fetchone(
-            f"""SELECT 1 FROM records WHERE scope_kind = ? AND scope_id = ? AND type = ?
-                 AND status IN ('provisional', 'confirmed') AND index_version > ? AND id != ?
-                 AND {same} LIMIT 1""",
-            (record.scope.kind, record.scope.id, record.type, since_version, record.id, *params),
+            # The rows written since (a handful, by the index_version index) first; left to
+            # itself, SQLite walks every live record of the scope instead.
+            f"""WITH recent AS MATERIALIZED (SELECT id FROM records WHERE index_version > ?)
+                SELECT 1 FROM recent JOIN records r ON r.id = recent.id
+                 WHERE r.scope_kind = ? AND r.scope_id = ? AND r.type = ?
+                   AND r.status IN ('provisional', 'confirmed') AND r.id != ? AND {same} LIMIT 1""",
+            (since_version, record.scope.kind, record.scope.id, record.type, record.id, *params),
         )
         return row is not None
 
@@ -421,15 +425,18 @@ class Store(
         )
         return [(r[0], r[1]) for r in rows]
 
+    _fts_delete_sql = FTS_DELETE_SQL
+    """The statement that removes one record's FTS row (PostgreSQL's table indexes ``record_id``)."""
+
     async def _write_fts(self, record_id: str, *, fresh: bool = False) -> None:
         """(Re)write the record's FTS row from its content, subject and linked entities' aliases.
 
-        ``fresh`` (a record inserted in this transaction) skips the delete: FTS5 cannot index
-        the UNINDEXED ``record_id`` column, so the delete scans the table and is kept for the
-        rare rewrite (content change, forget, merge, alias change).
+        ``fresh`` (a record inserted in this transaction) skips the delete. FTS5 cannot index
+        the UNINDEXED ``record_id`` column, so the row is found through the index on FTS5's
+        content table (migration 9), not by a scan of every row.
         """
         if not fresh:
-            await self.db.execute("DELETE FROM records_fts WHERE record_id = ?", (record_id,))
+            await self.db.execute(self._fts_delete_sql, (record_id,))
         await self.db.execute(FTS_ROW_SQL, (record_id,))
 
     async def rewrite_fts(self, record_ids: Iterable[str]) -> None:
@@ -439,7 +446,10 @@ class Store(
                 await self._write_fts(record_id)
 
     async def fts_row(self, record_id: str) -> dict[str, Any] | None:
-        row = await self.db.fetchone("SELECT * FROM records_fts WHERE record_id = ?", (record_id,))
+        row = await self.db.fetchone(
+            self._fts_delete_sql.replace("DELETE FROM records_fts", "SELECT * FROM records_fts", 1),
+            (record_id,),
+        )
         return None if row is None else dict(row)
 
     async def eligible_ids(
@@ -509,7 +519,7 @@ class Store(
     async def _cached_eligible(
         self, base: str, base_params: list[Any], include_history: bool, now: datetime
     ) -> EligibleSet:
-        """The filter's ids, from :class:`EligibleCache` while no write or expiry changed them.
+        """The filter's ids from :class:`EligibleCache`, brought forward past any writes since.
 
         ``base`` is the predicate without the expiry bound, which is the only part that
         depends on ``now``; it is the cache key.
@@ -517,9 +527,14 @@ class Store(
         key = (base, tuple(base_params))
         now_ts = format_ts(now)
         version = await self.records_version()  # before the rows: see EligibleCache
-        cached = self._eligible_cache.get(key, version, now_ts)
-        if cached is not None:
-            return cached
+        entry = self._eligible_cache.get(key, now_ts)
+        if entry is not None and entry.version == version:
+            return entry.ids
+        if entry is not None and entry.version < version:
+            forward = await self._eligible_forward(entry, base, base_params, include_history, now_ts, version)
+            if forward is not None:
+                self._eligible_cache.put(key, forward)
+                return forward.ids
         where, params = base, list(base_params)
         valid_until = None
         if not include_history:
@@ -534,8 +549,46 @@ class Store(
             await self.db.fetch_column(f"SELECT r.id FROM records r WHERE {where}", params),
             where=where, params=tuple(params),
         )  # fmt: skip
-        self._eligible_cache.put(key, version, now_ts, valid_until, ids)
+        self._eligible_cache.put(key, CachedEligible(version, now_ts, valid_until, ids))
         return ids
+
+    async def _eligible_forward(
+        self, entry: CachedEligible, base: str, base_params: list[Any], include_history: bool,
+        now_ts: str, version: int,
+    ) -> CachedEligible | None:  # fmt: skip
+        """``entry`` brought up to ``version`` from the rows changed since, or None to recompute.
+
+        Every change to a record stamps it with the ``index_version`` of its write (records
+        are never deleted, only marked so), so the rows above the entry's version are all
+        that can have entered or left the set; each is tested against the filter as it
+        stands now. None when too many changed (a bulk import or a re-embed: one full read is
+        cheaper), or when a changed row would make the set disagree with its predicate, whose
+        expiry bound is the entry's ``filled_at`` (a row written already expired since then).
+        """
+        rows = await self.db.fetchall(
+            f"""SELECT r.id, CASE WHEN {base} THEN 1 ELSE 0 END, r.expires_at FROM records r
+                 WHERE r.index_version > ? LIMIT ?""",
+            [*base_params, entry.version, _FORWARD_MAX + 1],
+        )
+        if len(rows) > _FORWARD_MAX:
+            return None
+        entering: list[str] = []
+        leaving: list[str] = []
+        valid_until = entry.valid_until
+        for rid, matches, expires_at in rows:
+            live = include_history or expires_at is None or expires_at > now_ts
+            if matches and not include_history and expires_at is not None:
+                if not live and expires_at > entry.filled_at:
+                    return None
+                if live and (valid_until is None or expires_at < valid_until):
+                    valid_until = expires_at
+            if matches and live:
+                if rid not in entry.ids:
+                    entering.append(rid)
+            elif rid in entry.ids:
+                leaving.append(rid)
+        ids = entry.ids.changed(entering, leaving) if entering or leaving else entry.ids
+        return CachedEligible(version, entry.filled_at, valid_until, ids)
 
     # --- conflicts ----------------------------------------------------------------------------
 

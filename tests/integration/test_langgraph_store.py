@@ -23,6 +23,7 @@ from retold.adapters.langgraph_store import RetoldStore
 from retold.models import Scope
 from retold.store import Store
 from retold.store.copy import copy_store
+from retold.store.migrations import LATEST_VERSION
 from retold.testing import FakeEmbedder, FakeJudge
 from tests.postgres_server import fresh_database
 
@@ -56,7 +57,7 @@ async def test_postgres_databases_at_version_7_migrate_to_8() -> None:
     await store.close()
     store = await Store.open(url)
     try:
-        assert await store.schema_version() == 8 and "store_items" in await store.tables()
+        assert await store.schema_version() == LATEST_VERSION and "store_items" in await store.tables()
     finally:
         await store.close()
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+import retold
 from retold.config import Config
+from retold.ingest.ingestor import WriteRequest
 from retold.models import Principal, Scope
-from retold.testing import FakeJudge
+from retold.testing import FakeClock, FakeEmbedder, FakeJudge
 
 from .writepath import USER, World, make_world
 
@@ -368,3 +371,31 @@ async def test_reinforced_write_event_and_result_carry_every_write_stage(world: 
     assert pending == list(WRITE_STAGES_PENDING)
     assert set(timings) | set(pending) == {*WRITE_STAGES, "total"} and not set(timings) & set(pending)
     assert timings["judge"] >= 0.0 and timings["persistence"] > 0.0
+
+
+async def test_a_write_embeds_once_for_its_evidence_check_and_its_vector(tmp_path: Path) -> None:
+    embedder = FakeEmbedder()
+    rt = await retold.open_runtime(tmp_path / "m.sqlite", embedder=embedder, clock=FakeClock())
+    try:
+        await rt.host.provision_user("u1", aliases=["Aditya"])
+        await rt.host.grant("planner", USER, read=True, write=True)
+        p = await rt.hooks.on_session_start(Principal("planner", "u1", "s1"))
+        said = "Please keep your answers short, I read them on my phone"
+        p = await rt.hooks.on_turn(p, "user", said)
+        embedder.calls.clear()
+        request = WriteRequest(
+            type="semantic", content="Aditya prefers short answers.", scope=USER,
+            source_kind="user_statement", attribute="answer_style", evidence=said,
+        )  # fmt: skip
+        result = await rt.ingestor.write(p, request)
+        assert result.ok, result
+        assert embedder.calls == [("document", 3)]  # quote, "The user prefers...", the claim
+        stored = await rt.store.vectors_for(
+            [result.record_id], embedder.name, embedder.version, embedder.dims
+        )
+        expected = np.asarray(
+            FakeEmbedder().embed_documents(["Aditya prefers short answers."])[0], np.float32
+        )
+        assert np.allclose(np.frombuffer(stored[result.record_id], np.float32), expected)
+    finally:
+        await rt.close()

@@ -408,3 +408,22 @@ async def test_turns_are_numbered_in_order_and_ending_is_idempotent(store: Store
     assert await store.get_session(SessionKey("planner", "u2", "s1")) is None
     assert await store.turns(SessionKey("planner", "u2", "s1")) == []
     assert await store.end_session(SessionKey("helper", "u1", "s1"), ended_at) is False
+
+
+async def test_rewriting_one_full_text_row_is_an_index_lookup_not_a_scan(
+    store: Store, make_record: MakeRecord
+) -> None:
+    """A status change rewrites the record's FTS row; finding it must not read every row."""
+    kept, changed = make_record(content="tea with lemon"), make_record(content="coffee black")
+    for record in (kept, changed):
+        await store.insert_record(record)
+    await store.set_status(changed.id, "deleted")
+    assert await store.fts_row(changed.id) is None
+    assert (await store.fts_row(kept.id) or {}).get("content") == "tea with lemon"
+    if store.dialect == "sqlite":
+        from retold.store.bulk import FTS_DELETE_SQL
+
+        plan = " ".join(
+            str(tuple(r)) for r in await store.db.fetchall(f"EXPLAIN QUERY PLAN {FTS_DELETE_SQL}", ("x",))
+        )
+        assert "records_fts_record" in plan, plan

@@ -135,7 +135,7 @@ class Bm25Mixin:
         saturated = f"{weighted} * {_K1 + 1} / ({weighted} + {_K1} * (1 - {_B} + {_B} * v.ntokens / ?))"
         score = f"sum(q.idf * {saturated})"
         scope_sql, scope_params = scope_clause(index.scopes, "v.")
-        wanted = eligible if isinstance(eligible, set | frozenset) else set(eligible)
+        wanted = eligible if isinstance(eligible, Set) else set(eligible)
         df = [stats.counts.get(w, 0) for w in words]
         essential, bound = essential_terms(words, idf, df, saturation=_K1 + 1, budget=_CANDIDATE_POSTINGS)
         if bound > 0:
@@ -288,7 +288,7 @@ class Bm25Mixin:
 
     @staticmethod
     def _eligible_subset(ids: list[str], eligible: Iterable[str]) -> set[str]:
-        wanted = eligible if isinstance(eligible, set | frozenset) else set(eligible)
+        wanted = eligible if isinstance(eligible, Set) else set(eligible)
         return {i for i in ids if i in wanted}
 
     async def _all_scopes(self) -> list[Scope]:

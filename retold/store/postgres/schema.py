@@ -333,6 +333,7 @@ BASELINE = 7
 # Migrations after the baseline, by version: SQLite's (retold.store.migrations) in PostgreSQL's
 # spelling. A new database runs them after the baseline tables; an older one runs those it lacks.
 _MIGRATIONS: dict[int, tuple[str, ...]] = {
+    9: (),  # PostgreSQL's records_fts has always had its record_id index (records_fts_record)
     8: (
         f"""CREATE TABLE store_items (
           namespace   {T} NOT NULL,

@@ -51,6 +51,8 @@ class PgStore(Bm25Mixin, Store):
 
     # --- writing the lexical index -----------------------------------------------------------
 
+    _fts_delete_sql = "DELETE FROM records_fts WHERE record_id = ?"
+
     async def _write_fts(self, record_id: str, *, fresh: bool = False) -> None:
         await super()._write_fts(record_id, fresh=fresh)
         self.db.before_commit("tokenize", self._tokenize_pending)
