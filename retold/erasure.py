@@ -22,6 +22,7 @@ them on a dry run, and has the store apply them in one transaction. The rules:
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any, Literal
 
 import anyio.to_thread
@@ -50,18 +51,23 @@ async def plan_erasure(
     clock: Clock,
     embedder: Any = None,
     vectors: dict[str, tuple[bytes, tuple[str, str, int]]] | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> ErasureSet:
     """Every row one erasure touches.
 
     ``embedder`` re-embeds a resupported record's new wording; ``vectors`` (content →
     vector and model) caches those embeddings across a dry look and the locked one.
+    ``progress(done, total)`` follows a user erasure through the records their sessions
+    sourced, each judged (and maybe re-embedded) on its own; the other kinds are quick.
     """
     if kind == "record":
         return await _record(store, str(target))
     if kind == "session":
         return await _session(store, await store.resolve_session(target))
     cache = {} if vectors is None else vectors
-    return await _user(store, str(target), config=config, clock=clock, embedder=embedder, vectors=cache)
+    return await _user(
+        store, str(target), config=config, clock=clock, embedder=embedder, vectors=cache, progress=progress
+    )
 
 
 async def _orphaned_entities(
@@ -114,6 +120,7 @@ async def _user(
     clock: Clock,
     embedder: Any,
     vectors: dict[str, tuple[bytes, tuple[str, str, int]]],
+    progress: Callable[[int, int], None] | None = None,
 ) -> ErasureSet:
     if not await store.user_known(user_id):
         raise NotFoundError(f"no user {user_id!r}: no session, scope, source or search of theirs is stored")
@@ -126,21 +133,25 @@ async def _user(
     removed: list[tuple[str, str]] = []
     resupported: list[Resupport] = []
     now = clock.now()
-    for record_id, own in sorted(theirs.items()):
+    if progress is not None:
+        progress(0, len(theirs))
+    for done, (record_id, own) in enumerate(sorted(theirs.items()), 1):
         remaining = [s for s in await store.sources_of(record_id) if s.user_id != user_id]
         record = await store.get_record(record_id)
         if not remaining or record is None:
             erased.add(record_id)
-            continue
-        removed += [(record_id, s.origin) for s in own]
-        primary = await store.source_origin_of(record_id)
-        changes = lifecycle.resupport(
-            record, remaining, primary_removed=primary in {s.origin for s in own}, now=now, config=config
-        )
-        first = min(await store.sources_of(record_id), key=lambda s: s.added_at)
-        if first.user_id == user_id and record.tags:  # the labels came with the erased user's write
-            changes["tags"] = []
-        resupported.append(await _with_vector(Resupport(record_id, changes), embedder, vectors))
+        else:
+            removed += [(record_id, s.origin) for s in own]
+            primary = await store.source_origin_of(record_id)
+            changes = lifecycle.resupport(
+                record, remaining, primary_removed=primary in {s.origin for s in own}, now=now, config=config
+            )
+            first = min(await store.sources_of(record_id), key=lambda s: s.added_at)
+            if first.user_id == user_id and record.tags:  # the labels came with the erased user's write
+                changes["tags"] = []
+            resupported.append(await _with_vector(Resupport(record_id, changes), embedder, vectors))
+        if progress is not None:
+            progress(done, len(theirs))
     records = sorted(erased)
     own_logs = await store.search_log_ids(user_id=user_id, sessions=sessions)
     entities = await _orphaned_entities(

@@ -50,7 +50,7 @@ __all__ = [
 
 ErasureTarget = Literal["record", "session", "user"]  # as retold.erasure names them
 Progress = Callable[[int, int], None]
-"""``progress(done, total)``: called as re-embedding batches finish (the CLI draws a bar)."""
+"""``progress(done, total)``: called as a long operation's items finish (the CLI draws a bar)."""
 
 # Findings --repair can fix because the rows are derived from others (FTS, vectors, the version).
 _FTS_KINDS = frozenset({"fts_rows", "fts_orphan", "fts_deleted", "fts_stale"})
@@ -187,53 +187,58 @@ class Operations:
 
     # --- expiry and retention -------------------------------------------------------------------
 
-    async def expire(self, *, actor: str = "admin") -> list[str]:
+    async def expire(self, *, actor: str = "admin", progress: Progress | None = None) -> list[str]:
         """Mark every active record past ``expires_at`` as ``expired``, one ``record.status`` event each.
 
         Provisional records and session summaries alike (spec §6.5, §16). Retrieval already
         ignores them; this makes the status say so. Running it again changes nothing.
+        ``progress(done, total)`` counts the candidate records as they are decided.
         """
         now = self._clock.now()
         store = self._store
         expired: list[tuple[str, int]] = []
         async with store.transaction():
-            for record in await store.get_records(await store.expirable_ids(now)):
-                if not lifecycle.needs_expiry(record, now):
-                    continue
-                version = await store.set_status(record.id, "expired")
-                await store.append_event(
-                    "record.status",
-                    actor,
-                    record_id=record.id,
-                    payload={
-                        "from": record.status,
-                        "to": "expired",
-                        "reason": "expired",
-                        "expires_at": format_ts(record.expires_at) if record.expires_at else None,
-                    },
-                    at=now,
-                )
-                expired.append((record.id, version))
+            candidates = await store.get_records(await store.expirable_ids(now))
+            _report(progress, 0, len(candidates))
+            for done, record in enumerate(candidates, 1):
+                if lifecycle.needs_expiry(record, now):
+                    version = await store.set_status(record.id, "expired")
+                    await store.append_event(
+                        "record.status",
+                        actor,
+                        record_id=record.id,
+                        payload={
+                            "from": record.status,
+                            "to": "expired",
+                            "reason": "expired",
+                            "expires_at": format_ts(record.expires_at) if record.expires_at else None,
+                        },
+                        at=now,
+                    )
+                    expired.append((record.id, version))
+                _report(progress, done, len(candidates))
         if self._index is not None:
             for record_id, version in expired:  # the vector stays: history searches still rank it
                 self._index.touch(record_id, version)
         return [record_id for record_id, _ in expired]
 
-    async def retain(self, *, actor: str = "admin") -> RetainReport:
+    async def retain(self, *, actor: str = "admin", progress: Progress | None = None) -> RetainReport:
         """Blank the transcripts of extracted sessions that ended over ``sessions.retain_days`` ago.
 
         The turn rows stay (role, number, time) so a ``source_ref`` still resolves to a
         tombstoned turn. A session never extracted keeps its text whatever its age, since
         extraction still needs it. One ``session.retained`` event per session.
+        ``progress(done, total)`` counts the sessions as their events are appended.
         """
         now = self._clock.now()
         cutoff = now - timedelta(days=self._config.sessions.retain_days)
         store = self._store
         async with store.transaction():
             due = await store.retainable_sessions(cutoff)
+            _report(progress, 0, len(due))
             keys = [SessionKey(s["agent_id"], s["user_id"], s["id"]) for s in due]
             turns = await store.blank_turns(keys)
-            for session in due:
+            for done, session in enumerate(due, 1):
                 await store.append_event(
                     "session.retained",
                     actor,
@@ -247,6 +252,7 @@ class Operations:
                     },
                     at=now,
                 )
+                _report(progress, done, len(due))
         return RetainReport(sessions=[str(k) for k in keys], turns=turns)
 
     # --- erasure --------------------------------------------------------------------------------
@@ -260,6 +266,7 @@ class Operations:
         reason: str,
         actor: str = "admin",
         dry_run: bool = False,
+        progress: Progress | None = None,
     ) -> ErasureReport:
         """Irreversibly erase durable content (spec §16); exactly one of record, session or user.
 
@@ -274,6 +281,8 @@ class Operations:
         Events about erased rows keep id, kind, actor and time; their payloads go. The file
         is then compacted (FTS rebuilt, VACUUM, WAL truncated) and this process's vector
         index and model caches forget the erased text. ``dry_run`` only reports.
+        ``progress(done, total)`` counts the records a user's sessions sourced elsewhere as
+        each is judged erased or kept on others' support (the slow part of a user erasure).
         """
         targets = [
             (k, v) for k, v in (("record", record), ("session", session), ("user", user)) if v is not None
@@ -293,7 +302,7 @@ class Operations:
         if kind == "session":  # a bare id names one principal's session, or the error lists them
             target_id = str(await store.resolve_session(target_id))
         vectors: dict[str, tuple[bytes, tuple[str, str, int]]] = {}
-        erasure = await self._erasure_set(kind, target_id, vectors)  # type: ignore[arg-type]
+        erasure = await self._erasure_set(kind, target_id, vectors, progress)  # type: ignore[arg-type]
         if dry_run:
             return _erasure_report(kind, target_id, reason, erasure, applied=False)
         async with store.transaction():
@@ -330,11 +339,15 @@ class Operations:
         return report
 
     async def _erasure_set(
-        self, kind: ErasureTarget, target_id: str, vectors: dict[str, tuple[bytes, tuple[str, str, int]]]
+        self,
+        kind: ErasureTarget,
+        target_id: str,
+        vectors: dict[str, tuple[bytes, tuple[str, str, int]]],
+        progress: Progress | None = None,
     ) -> ErasureSet:
         return await plan_erasure(
             self._store, kind, target_id, config=self._config, clock=self._clock,
-            embedder=self._embedder, vectors=vectors,
+            embedder=self._embedder, vectors=vectors, progress=progress,
         )  # fmt: skip
 
     def _forget_in_process(self, erasure: ErasureSet, version: int) -> None:
@@ -397,8 +410,7 @@ class Operations:
         embedded: dict[str, tuple[str, bytes]] = {}
         pending = await store.records_with_text()
         total, done, batches = len(pending), 0, 0
-        if progress is not None:
-            progress(done, total)
+        _report(progress, done, total)
         for _attempt in range(_STALE_ATTEMPTS):
             for start in range(0, len(pending), batch_size):
                 chunk = pending[start : start + batch_size]
@@ -412,8 +424,7 @@ class Operations:
                     embedded[record_id] = (text, vector.tobytes())
                 batches += 1
                 done += len(chunk)
-                if progress is not None:
-                    progress(done, total)
+                _report(progress, done, total)
             try:
                 async with store.transaction():
                     current = await store.records_with_text()
@@ -622,6 +633,11 @@ def _erasure_report(
         events=len(erasure.events),
         store_items=len(erasure.store_items),
     )
+
+
+def _report(progress: Progress | None, done: int, total: int) -> None:
+    if progress is not None:
+        progress(done, total)
 
 
 def _count(n: int, singular: str, plural: str | None = None) -> str:

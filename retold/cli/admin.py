@@ -8,12 +8,20 @@ listing and resolving them is its job.
 from __future__ import annotations
 
 import json
-import sys
 from typing import Any
 
 import click
 
-from retold.cli.common import common_options, echo_json, jsonable, parse_scope, run_async
+from retold.cli.common import (
+    CommandFailed,
+    common_options,
+    echo_json,
+    json_option,
+    jsonable,
+    operation,
+    parse_scope,
+    run_async,
+)
 from retold.runtime import open_runtime
 
 __all__ = ["dump", "get", "grant", "migrate", "revoke"]
@@ -25,8 +33,14 @@ EXIT_UNRESOLVED = 2
 @common_options
 @click.option("--expire-unmapped", is_flag=True, help="Retire every unmapped legacy row (status expired).")
 @click.option("--allow-unmapped", is_flag=True, help="Acknowledge the unmapped legacy rows and carry on.")
+@json_option
 def migrate(
-    store_path: str, config_path: str | None, actor: str, expire_unmapped: bool, allow_unmapped: bool
+    store_path: str,
+    config_path: str | None,
+    actor: str,
+    expire_unmapped: bool,
+    allow_unmapped: bool,
+    as_json: bool,
 ) -> None:
     """Apply schema migrations and list legacy rows migration 2 could not map.
 
@@ -37,32 +51,47 @@ def migrate(
 
         retold migrate --store memory.sqlite --expire-unmapped --as ops
     """
-    if expire_unmapped and allow_unmapped:
-        raise click.UsageError("choose one of --expire-unmapped and --allow-unmapped")
+    resolution = "expired" if expire_unmapped else "acknowledged" if allow_unmapped else None
+    with operation("migrating", as_json) as op:
+        if expire_unmapped and allow_unmapped:
+            raise click.UsageError("choose one of --expire-unmapped and --allow-unmapped")
 
-    async def go() -> tuple[int, list[dict[str, Any]], int]:
-        async with open_runtime(store_path, config_path, allow_migration_issues=True) as rt:
-            resolved = 0
-            if expire_unmapped:
-                resolved = await rt.store.resolve_migration_issues("expired", actor)
-            elif allow_unmapped:
-                resolved = await rt.store.resolve_migration_issues("acknowledged", actor)
-            return await rt.store.schema_version(), await rt.store.migration_issues(), resolved
+        async def go() -> tuple[int, list[dict[str, Any]], int]:
+            async with open_runtime(store_path, config_path, allow_migration_issues=True) as rt:
+                resolved = 0
+                if resolution is not None:
+                    resolved = await rt.store.resolve_migration_issues(resolution, actor)
+                return await rt.store.schema_version(), await rt.store.migration_issues(), resolved
 
-    version, issues, resolved = run_async(go())
-    click.echo(f"{store_path}: schema version {version}")
-    if resolved:
-        verb = "expired" if expire_unmapped else "acknowledged"
-        click.echo(f"{verb} {resolved} unmapped legacy record(s)")
-    if issues:
-        click.echo(f"{len(issues)} legacy record(s) could not be mapped to a structured subject:")
-        for issue in issues:
-            click.echo(
+        version, issues, resolved = op.run(go())
+        parts = [f"{store_path}: schema version {version}"]
+        if resolved:
+            parts.append(f"{resolution} {resolved} unmapped legacy record(s)")
+        if issues:
+            parts.append(f"{len(issues)} legacy record(s) could not be mapped to a structured subject")
+        op.finish(
+            {
+                "store": store_path,
+                "schema_version": version,
+                "resolution": resolution,
+                "resolved": resolved,
+                "unmapped": issues,
+            },
+            "; ".join(parts),
+            details=(
                 f"  {issue['record_id']}  {issue['status']} {issue['type']} "
                 f"{issue['scope_kind']}:{issue['scope_id']}  subject={issue['subject']!r}  {issue['issue']}"
+                for issue in issues
+            ),
+            failure=CommandFailed(
+                f"{len(issues)} legacy record(s) remain unmapped; retire them with --expire-unmapped or "
+                "acknowledge them with --allow-unmapped",
+                code="unmapped_records",
+                exit_code=EXIT_UNRESOLVED,
             )
-        click.echo("Retire them with --expire-unmapped or acknowledge them with --allow-unmapped.", err=True)
-        sys.exit(EXIT_UNRESOLVED)
+            if issues
+            else None,
+        )
 
 
 @click.command()

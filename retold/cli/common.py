@@ -2,7 +2,9 @@
 
 Kept apart from the commands so each command module stays one library call plus its
 printing, and so a library error becomes the same one-line message and exit status
-whichever command raised it.
+whichever command raised it. Long commands (extract, reembed, erase, retain, expire,
+snapshot, migrate) run through :func:`operation`, so they all draw the same progress bar,
+end with one summary line and answer ``--json`` with one object, errors included.
 """
 
 from __future__ import annotations
@@ -10,27 +12,49 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-from collections.abc import Awaitable, Callable
+import sys
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, is_dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
-from retold.errors import RetoldError
+from retold.errors import (
+    ConfigError,
+    InvalidArgumentError,
+    MissingExtraError,
+    NotFoundError,
+    RetoldError,
+    StoreError,
+)
 from retold.models import Scope
 
-__all__ = ["common_options", "echo_json", "jsonable", "parse_scope", "run_async"]
+if TYPE_CHECKING:
+    from rich.progress import Progress as ProgressBar
+
+__all__ = [
+    "CommandFailed",
+    "Operation",
+    "common_options",
+    "echo_json",
+    "json_option",
+    "jsonable",
+    "operation",
+    "parse_scope",
+    "reported_errors",
+    "run_async",
+]
 
 T = TypeVar("T")
 
 
 def run_async(coro: Awaitable[T]) -> T:
-    """The one place the CLI runs the event loop; retold errors become a clean exit."""
-    try:
+    """Run a short command's library call; retold errors become a clean exit."""
+    with reported_errors(as_json=False):
         return asyncio.run(coro)  # type: ignore[arg-type]
-    except RetoldError as exc:
-        raise click.ClickException(str(exc)) from exc
 
 
 def common_options(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -90,3 +114,156 @@ def parse_scope(text: str) -> Scope:
         return Scope.parse(text)
     except RetoldError as exc:
         raise click.BadParameter(str(exc)) from exc
+
+
+# --- --json, progress and the summary line --------------------------------------------------------
+
+# The "error" of a --json refusal: the first class that matches (subclasses come first).
+_ERROR_CODES: tuple[tuple[type[RetoldError], str], ...] = (
+    (NotFoundError, "not_found"),
+    (InvalidArgumentError, "invalid"),
+    (ConfigError, "config"),
+    (MissingExtraError, "missing_extra"),
+    (StoreError, "store"),
+)
+
+
+class CommandFailed(click.ClickException):
+    """A run that ended without doing its job: an ``Error:`` line, or the error of the --json object.
+
+    ``code`` is the ``error`` a script matches on; ``exit_code`` keeps each command's status.
+    """
+
+    def __init__(self, message: str, *, code: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+        self.exit_code = exit_code
+
+
+def json_option(func: Callable[..., Any]) -> Callable[..., Any]:
+    """``--json`` (as ``as_json``): one object on stdout, for scripts."""
+    return click.option(
+        "--json",
+        "as_json",
+        is_flag=True,
+        help="Print one JSON object (the result, or the error) instead of text.",
+    )(func)
+
+
+@contextmanager
+def reported_errors(as_json: bool) -> Iterator[None]:
+    """Refusals raised inside leave as one ``Error:`` line, or under --json as one object.
+
+    ``{"ok": false, "error": <code>, "message": ...}`` on stdout with the same exit status
+    as the text form, so a script parses stdout whatever happened. Click's own parsing
+    errors happen before a command runs and stay text (exit 2).
+    """
+    try:
+        yield
+    except RetoldError as exc:
+        if not as_json:
+            raise click.ClickException(str(exc)) from exc
+        code = next((c for kind, c in _ERROR_CODES if isinstance(exc, kind)), "error")
+        _fail_json(code, str(exc), 1, exc)
+    except click.ClickException as exc:
+        if not as_json:
+            raise
+        if isinstance(exc, CommandFailed):
+            code = exc.code
+        else:
+            code = "usage" if isinstance(exc, click.UsageError) else "failed"
+        _fail_json(code, exc.format_message(), exc.exit_code, exc)
+
+
+def _fail_json(code: str, message: str, exit_code: int, cause: BaseException) -> NoReturn:
+    echo_json({"ok": False, "error": code, "message": message})
+    raise SystemExit(exit_code) from cause
+
+
+def _stderr_is_terminal() -> bool:
+    """Only a person watching gets a bar; logs and pipes would keep its redraws as garbage."""
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):  # replaced or closed stream
+        return False
+
+
+def _progress_bar(label: str) -> ProgressBar:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    # transient: the bar goes when the run ends, leaving the summary line (or the error) alone.
+    # stdout stays the command's own (only the summary or the JSON object goes there).
+    console = Console(stderr=True, force_terminal=True)
+    return Progress(*columns, console=console, transient=True, redirect_stdout=False)
+
+
+class Operation:
+    """One long command's run: a bar on a terminal's stderr, then one summary line or one JSON object.
+
+    Pass :meth:`progress` as the library call's ``progress`` callback; without one the bar
+    pulses until the call returns. Built by :func:`operation`, which also reports errors.
+    """
+
+    def __init__(self, label: str, as_json: bool) -> None:
+        self.as_json = as_json
+        self._started = time.perf_counter()
+        self._bar = None if as_json or not _stderr_is_terminal() else _progress_bar(label)
+        self._task = None if self._bar is None else self._bar.add_task(label, total=None)
+
+    def progress(self, done: int, total: int) -> None:
+        """``progress(done, total)`` for the library call; a no-op when no bar is drawn."""
+        if self._bar is not None and self._task is not None:
+            self._bar.update(self._task, completed=done, total=total)
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Run the library call with the bar live; :func:`operation` reports what it raises."""
+        if self._bar is None:
+            return asyncio.run(coro)
+        with self._bar:
+            return asyncio.run(coro)
+
+    def finish(
+        self,
+        result: Any,
+        summary: str,
+        *,
+        details: Iterable[str] = (),
+        note: str | None = None,
+        failure: CommandFailed | None = None,
+    ) -> None:
+        """Print the outcome, then raise ``failure`` (its exit status) if the run did not do its job.
+
+        Text: the ``details`` lines, then ``summary`` with the elapsed time as the last line
+        of stdout, and ``note`` on stderr. --json: one object, ``ok``, the fields of
+        ``result`` (a mapping or a dataclass) and ``elapsed_s``, plus ``error`` and
+        ``message`` on a failure.
+        """
+        elapsed = time.perf_counter() - self._started
+        if self.as_json:
+            fields = {"ok": failure is None, **jsonable(result), "elapsed_s": round(elapsed, 3)}
+            if failure is not None:
+                fields |= {"error": failure.code, "message": failure.message}
+            echo_json(fields)
+            if failure is not None:
+                raise SystemExit(failure.exit_code)
+            return
+        for line in details:
+            click.echo(line)
+        click.echo(f"{summary} in {elapsed:.1f} s")
+        if note:
+            click.echo(note, err=True)
+        if failure is not None:
+            raise failure
+
+
+@contextmanager
+def operation(label: str, as_json: bool) -> Iterator[Operation]:
+    """``with operation("expiring", as_json) as op:`` around a long command's body.
+
+    ``label`` names the bar. Errors raised in the block are reported by
+    :func:`reported_errors`, so under --json even a refusal is one object.
+    """
+    with reported_errors(as_json):
+        yield Operation(label, as_json)

@@ -10,13 +10,12 @@ the library's (:func:`retold.ingest.entities.merge_entities`): same kind, not it
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 import click
 
-from retold.cli.common import common_options, echo_json, run_async
-from retold.errors import InvalidArgumentError, NotFoundError, RetoldError
+from retold.cli.common import common_options, echo_json, json_option, reported_errors
+from retold.errors import InvalidArgumentError, NotFoundError
 from retold.ingest.entities import merge_entities
 from retold.runtime import open_runtime
 from retold.store import Store
@@ -67,7 +66,7 @@ async def operator_merge(
 @click.argument("entity_id")
 @click.argument("into_id")
 @click.option("--reason", required=True, help="Why; recorded on the entity.merged event.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result (or the refusal) as a JSON object.")
+@json_option
 @common_options
 def merge(
     entity_id: str,
@@ -95,18 +94,11 @@ def merge(
         async with open_runtime(store_path, config_path) as rt:
             return await operator_merge(rt.store, entity_id, into_id, actor=actor, reason=reason.strip())
 
+    with reported_errors(as_json):
+        result = asyncio.run(go())
     if as_json:
-        try:
-            result = asyncio.run(go())  # retold errors stay here, printed as JSON
-        except (NotFoundError, InvalidArgumentError) as exc:
-            code = "not_found" if isinstance(exc, NotFoundError) else "invalid"
-            click.echo(json.dumps({"ok": False, "error": code, "message": str(exc)}, ensure_ascii=False))
-            raise SystemExit(1) from exc
-        except RetoldError as exc:
-            raise click.ClickException(str(exc)) from exc
         echo_json(result)
         return
-    result = run_async(go())
     aliases = ", ".join(result["aliases"]) or "-"
     click.echo(
         f"merged {result['entity_id']} into {result['merged_into']} ({result['canonical']}; "

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from retold.cli.common import common_options, echo_json, run_async
+from retold.cli.common import CommandFailed, common_options, json_option, operation, run_async
 from retold.runtime import open_runtime
 
 __all__ = ["extract", "review_due_command"]
@@ -24,37 +24,66 @@ _SKIPPED = {
 }
 
 
+# The counts the summary line names, in this order, when not zero ("considered" always).
+_SUMMARY_COUNTS = ("considered", "created", "reinforced", "already_reinforced", "superseded", "conflicting",
+                   "rejected")  # fmt: skip
+
+
 @click.command()
 @click.argument("session_id")
 @click.option("--force", is_flag=True, help="Run again on a session that was already extracted.")
+@json_option
 @common_options
-def extract(session_id: str, force: bool, store_path: str, config_path: str | None, actor: str) -> None:
+def extract(
+    session_id: str, force: bool, as_json: bool, store_path: str, config_path: str | None, actor: str
+) -> None:
     """Extract SESSION_ID now: candidates through review, one session summary, one extraction.run.
 
     Needs an extractor (ingestion.extraction_enabled and the provider's API key). Prints
-    the run as JSON. Exits 1 when the session was skipped (not ended, already extracted
-    without --force, claimed by another worker) or the run failed closed (nothing
-    written; the claim expires after ingestion.extraction_claim_timeout_minutes). A
-    forced re-run over unchanged output reports already_reinforced and changes nothing.
+    one line per candidate and a summary line; --json prints the whole run as one object.
+    Exits 1 when the session was skipped (not ended, already extracted without --force,
+    claimed by another worker) or the run failed closed (nothing written; the claim
+    expires after ingestion.extraction_claim_timeout_minutes). A forced re-run over
+    unchanged output reports already_reinforced and changes nothing.
 
     Example:
 
         retold extract s1 --config retold.yaml
     """
+    with operation("extracting", as_json) as op:
 
-    async def go() -> Any:
-        async with open_runtime(store_path, config_path) as rt:
-            return await rt.extract_session(session_id, force=force, actor=actor)
+        async def go() -> Any:
+            async with open_runtime(store_path, config_path) as rt:
+                return await rt.extract_session(session_id, force=force, actor=actor)
 
-    result = run_async(go())
-    echo_json(result.as_dict())
-    if result.status == "skipped":
-        template = _SKIPPED.get(result.reason or "", "session {id} was skipped: " + str(result.reason))
-        raise click.ClickException(template.format(id=session_id))
-    if result.status == "failed":
-        raise click.ClickException(
-            f"extraction of {session_id} failed closed ({result.reason}); nothing was written. "
-            "See its extraction.failed event; run it again after the claim expires."
+        result = op.run(go())
+        failure = None
+        if result.status == "skipped":
+            template = _SKIPPED.get(result.reason or "", "session {id} was skipped: " + str(result.reason))
+            failure = CommandFailed(template.format(id=session_id), code="skipped")
+        elif result.status == "failed":
+            failure = CommandFailed(
+                f"extraction of {session_id} failed closed ({result.reason}); nothing was written. "
+                "See its extraction.failed event; run it again after the claim expires.",
+                code="failed",
+            )
+        counts = ", ".join(
+            f"{result.counts.get(name, 0)} {name.replace('_', ' ')}"
+            for name in _SUMMARY_COUNTS
+            if result.counts.get(name) or name == "considered"
+        )
+        op.finish(
+            result.as_dict(),
+            f"{result.status} session {result.session_id}"
+            + (f" ({result.reason})" if result.reason else "")
+            + (f": {counts}" if result.status != "skipped" else "")
+            + (f", summary {result.summary['outcome']}" if result.summary else ""),
+            details=(
+                f"  #{c['index']} {c['type']} {c['record_id'] or '-'}: {c['outcome'] or c['status']}"
+                + (f" ({c['reason']})" if c.get("reason") else "")
+                for c in result.candidates
+            ),
+            failure=failure,
         )
 
 

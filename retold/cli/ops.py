@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from retold.cli.common import common_options, run_async
+from retold.cli.common import CommandFailed, common_options, json_option, jsonable, operation, run_async
 from retold.runtime import open_runtime
 
 __all__ = ["check", "erase", "expire", "reembed", "retain", "snapshot"]
@@ -20,30 +20,36 @@ EXIT_FINDINGS = 3
 
 
 @click.command()
+@json_option
 @common_options
-def expire(store_path: str, config_path: str | None, actor: str) -> None:
+def expire(as_json: bool, store_path: str, config_path: str | None, actor: str) -> None:
     """Mark every active record past its expiry as expired, one record.status event each.
 
     Provisional records and session summaries alike. Running it again changes nothing.
+    Prints the ids, then one summary line (--json: one object).
 
     Example:
 
         retold expire --store memory.sqlite --as cron
     """
+    with operation("expiring", as_json) as op:
 
-    async def go() -> list[str]:
-        async with open_runtime(store_path, config_path, allow_embedding_mismatch=True) as rt:
-            return await rt.ops.expire(actor=actor)
+        async def go() -> list[str]:
+            async with open_runtime(store_path, config_path, allow_embedding_mismatch=True) as rt:
+                return await rt.ops.expire(actor=actor, progress=op.progress)
 
-    expired = run_async(go())
-    click.echo(f"expired {len(expired)} record(s)")
-    for record_id in expired:
-        click.echo(f"  {record_id}")
+        expired = op.run(go())
+        op.finish(
+            {"expired": expired},
+            f"expired {len(expired)} record(s)",
+            details=(f"  {record_id}" for record_id in expired),
+        )
 
 
 @click.command()
+@json_option
 @common_options
-def retain(store_path: str, config_path: str | None, actor: str) -> None:
+def retain(as_json: bool, store_path: str, config_path: str | None, actor: str) -> None:
     """Blank the transcripts of extracted sessions that ended over sessions.retain_days ago.
 
     Turn rows stay (so source references still resolve); a session never extracted is
@@ -53,15 +59,18 @@ def retain(store_path: str, config_path: str | None, actor: str) -> None:
 
         retold retain --store memory.sqlite --config retold.yaml
     """
+    with operation("retaining", as_json) as op:
 
-    async def go() -> Any:
-        async with open_runtime(store_path, config_path, allow_embedding_mismatch=True) as rt:
-            return await rt.ops.retain(actor=actor)
+        async def go() -> Any:
+            async with open_runtime(store_path, config_path, allow_embedding_mismatch=True) as rt:
+                return await rt.ops.retain(actor=actor, progress=op.progress)
 
-    report = run_async(go())
-    click.echo(f"blanked {report.turns} turn(s) in {len(report.sessions)} session(s)")
-    for session_id in report.sessions:
-        click.echo(f"  {session_id}")
+        report = op.run(go())
+        op.finish(
+            report,
+            f"blanked {report.turns} turn(s) across {len(report.sessions)} session(s)",
+            details=(f"  {session_id}" for session_id in report.sessions),
+        )
 
 
 @click.command()
@@ -75,6 +84,7 @@ def retain(store_path: str, config_path: str | None, actor: str) -> None:
 @click.option("--user", "user_id", default=None, help="Erase everything a user's text reached.")
 @click.option("--reason", required=True, help="Why; recorded on the erasure event.")
 @click.option("--yes", is_flag=True, help="Really erase. Without it, print what would be erased.")
+@json_option
 @common_options
 def erase(
     record_id: str | None,
@@ -82,6 +92,7 @@ def erase(
     user_id: str | None,
     reason: str,
     yes: bool,
+    as_json: bool,
     store_path: str,
     config_path: str | None,
     actor: str,
@@ -90,44 +101,50 @@ def erase(
 
     Ids, kinds and timestamps remain; the text goes from every table, the search logs
     and the event payloads, and the file is compacted so no freed page keeps it. Without
-    --yes nothing changes: the command prints what it would erase.
+    --yes nothing changes: the command prints what it would erase, then the summary.
 
     Example:
 
         retold erase --user u1 --reason "deletion request 1432" --as dpo --yes
     """
-    targets = [t for t in (record_id, session_id, user_id) if t is not None]
-    if len(targets) != 1:
-        raise click.UsageError("give exactly one of --record, --session and --user")
+    with operation("erasing" if yes else "planning the erasure", as_json) as op:
+        if len([t for t in (record_id, session_id, user_id) if t is not None]) != 1:
+            raise click.UsageError("give exactly one of --record, --session and --user")
 
-    async def go() -> Any:
-        async with open_runtime(store_path, config_path, allow_embedding_mismatch=True) as rt:
-            return await rt.ops.erase(
-                record=record_id,
-                session=session_id,
-                user=user_id,
-                reason=reason,
-                actor=actor,
-                dry_run=not yes,
+        async def go() -> Any:
+            async with open_runtime(store_path, config_path, allow_embedding_mismatch=True) as rt:
+                return await rt.ops.erase(
+                    record=record_id,
+                    session=session_id,
+                    user=user_id,
+                    reason=reason,
+                    actor=actor,
+                    dry_run=not yes,
+                    progress=op.progress,
+                )
+
+        report = op.run(go())
+        if not report.applied:
+            planned = (
+                ("record", report.records),
+                ("evidence of record", report.evidence_cleared),
+                ("session", report.sessions),
+                ("entity", report.entities),
             )
-
-    report = run_async(go())
-    click.echo(report.summary())
-    if not report.applied:
-        for kind, ids in (
-            ("record", report.records),
-            ("evidence of record", report.evidence_cleared),
-            ("session", report.sessions),
-            ("entity", report.entities),
-        ):
-            for item in ids:
-                click.echo(f"  {kind} {item}")
-        click.echo("Nothing was changed. Rerun with --yes to erase.", err=True)
-    elif report.compacted is False:
-        raise click.ClickException(
+            details = [f"  {kind} {item}" for kind, ids in planned for item in ids]
+            op.finish(
+                report,
+                report.summary(),
+                details=details,
+                note="Nothing was changed. Rerun with --yes to erase.",
+            )
+            return
+        unswept = CommandFailed(
             "the content is erased, but another connection kept the WAL file from being emptied, so old "
-            "pages may remain in it; stop the other hosts and run the same command again"
+            "pages may remain in it; stop the other hosts and run the same command again",
+            code="not_compacted",
         )
+        op.finish(report, report.summary(), failure=unswept if report.compacted is False else None)
 
 
 @click.command()
@@ -136,11 +153,13 @@ def erase(
 @click.option(
     "--batch-size", default=None, type=click.IntRange(min=1), help="Default: embedding.reembed_batch_size."
 )
+@json_option
 @common_options
 def reembed(
     model: str,
     model_version: str,
     batch_size: int | None,
+    as_json: bool,
     store_path: str,
     config_path: str | None,
     actor: str,
@@ -154,36 +173,20 @@ def reembed(
 
         retold reembed --model BAAI/bge-m3 --version 1 --config bge-m3.yaml
     """
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    with operation("re-embedding", as_json) as op:
 
-    # The bar starts with the first batch, so a refusal prints one error line and nothing else.
-    columns = (TextColumn("re-embedding"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    bar = Progress(*columns, console=Console(stderr=True))
-    task: Any = None
+        async def go() -> Any:
+            async with open_runtime(store_path, config_path, allow_embedding_mismatch=True) as rt:
+                return await rt.ops.reembed(
+                    model, model_version, actor=actor, batch_size=batch_size, progress=op.progress
+                )
 
-    def progress(done: int, total: int) -> None:
-        nonlocal task
-        if task is None:
-            bar.start()
-            task = bar.add_task("reembed", total=total)
-        bar.update(task, completed=done, total=total)
-
-    async def go() -> Any:
-        async with open_runtime(store_path, config_path, allow_embedding_mismatch=True) as rt:
-            return await rt.ops.reembed(
-                model, model_version, actor=actor, batch_size=batch_size, progress=progress
-            )
-
-    try:
-        report = run_async(go())
-    finally:
-        if task is not None:
-            bar.stop()
-    click.echo(
-        f"re-embedded {report.records} record(s) with {report.model} version {report.version} "
-        f"({report.dims} dims) in {report.batches} batch(es)"
-    )
+        report = op.run(go())
+        op.finish(
+            report,
+            f"re-embedded {report.records} record(s) with {report.model} version {report.version} "
+            f"({report.dims} dims, {report.batches} batch(es))",
+        )
 
 
 @click.command()
@@ -229,8 +232,9 @@ def snapshot() -> None:
 
 @snapshot.command("save")
 @click.argument("path", type=click.Path(dir_okay=False))
+@json_option
 @common_options
-def snapshot_save(path: str, store_path: str, config_path: str | None, actor: str) -> None:
+def snapshot_save(path: str, as_json: bool, store_path: str, config_path: str | None, actor: str) -> None:
     """Copy the whole store (every table) to a new file PATH through SQLite's online backup API.
 
     Safe while hosts are writing; refuses to overwrite an existing file.
@@ -239,20 +243,24 @@ def snapshot_save(path: str, store_path: str, config_path: str | None, actor: st
 
         retold snapshot save fixtures/before.sqlite --store memory.sqlite
     """
+    with operation("saving the snapshot", as_json) as op:
 
-    async def go() -> Any:
-        async with open_runtime(store_path, config_path, allow_embedding_mismatch=True) as rt:
-            return await rt.ops.save_snapshot(path)
+        async def go() -> Any:
+            async with open_runtime(store_path, config_path, allow_embedding_mismatch=True) as rt:
+                return await rt.ops.save_snapshot(path)
 
-    info = run_async(go())
-    click.echo(f"saved {info.path}: schema version {info.schema_version}, {info.records} record(s)")
+        info = op.run(go())
+        op.finish(info, f"saved {info.path}: schema version {info.schema_version}, {info.records} record(s)")
 
 
 @snapshot.command("load")
 @click.argument("path", type=click.Path(dir_okay=False))
 @click.option("--yes", is_flag=True, help="Really replace the store. Without it, only validate PATH.")
+@json_option
 @common_options
-def snapshot_load(path: str, yes: bool, store_path: str, config_path: str | None, actor: str) -> None:
+def snapshot_load(
+    path: str, yes: bool, as_json: bool, store_path: str, config_path: str | None, actor: str
+) -> None:
     """Replace the store's contents with the snapshot at PATH; needs --yes and a stopped host.
 
     The snapshot's schema version is validated first; the load refuses while any other
@@ -264,13 +272,15 @@ def snapshot_load(path: str, yes: bool, store_path: str, config_path: str | None
     """
     from retold.operations import load_snapshot
 
-    info = run_async(load_snapshot(store_path, path, dry_run=not yes))
-    described = f"{info.path} (schema version {info.schema_version}, {info.records} record(s))"
-    if not yes:
-        click.echo(f"would replace {store_path} with {described}")
-        click.echo("Nothing was changed. Stop every host using the store and rerun with --yes.", err=True)
-        return
-    click.echo(f"loaded {described} into {store_path}")
+    with operation("loading the snapshot", as_json) as op:
+        info = op.run(load_snapshot(store_path, path, dry_run=not yes))
+        described = f"{info.path} (schema version {info.schema_version}, {info.records} record(s))"
+        if yes:
+            summary, note = f"loaded {described} into {store_path}", None
+        else:
+            summary = f"would replace {store_path} with {described}"
+            note = "Nothing was changed. Stop every host using the store and rerun with --yes."
+        op.finish({**jsonable(info), "store": store_path, "applied": yes}, summary, note=note)
 
 
 @click.command("copy")

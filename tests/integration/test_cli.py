@@ -194,6 +194,9 @@ def test_migrate_lists_unmapped_rows_and_exits_2_until_resolved(tmp_path: Path) 
     refused = run("dump", "--scope", "user:u1", "--store", db, rc=1)
     assert "retold migrate" in refused.stderr
     run("migrate", "--store", db, rc=2)  # still unresolved: listing changes nothing
+    as_json = json.loads(run("migrate", "--store", db, "--json", rc=2).stdout)
+    assert (as_json["ok"], as_json["error"]) == (False, "unmapped_records")
+    assert sorted(issue["record_id"] for issue in as_json["unmapped"]) == ["r2", "r3"]
     done = run("migrate", "--store", db, "--expire-unmapped", "--as", "ops")
     assert "expired 2 unmapped legacy record(s)" in done.stdout
     run("migrate", "--store", db)  # clean now

@@ -116,12 +116,12 @@ def test_extract_runs_the_graph_and_refuses_a_second_run_without_force(
     monkeypatch.setattr("retold.runtime._reviewer_from_config", lambda config: FakeReviewer())
     monkeypatch.setattr("retold.index.embedder.build_embedder", lambda config: FakeEmbedder())
     runner = CliRunner()
-    first = runner.invoke(cli, ["extract", "s1", "--store", str(db), "--as", "ops"])
+    first = runner.invoke(cli, ["extract", "s1", "--store", str(db), "--as", "ops", "--json"])
     assert first.exit_code == 0, first.output
     result = json.loads(first.output)
     assert result["status"] == "extracted" and result["counts"]["created"] == 1
     second = runner.invoke(cli, ["extract", "s1", "--store", str(db)])
     assert second.exit_code == 1 and "pass --force" in second.output
-    forced = runner.invoke(cli, ["extract", "s1", "--force", "--store", str(db)])
+    forced = runner.invoke(cli, ["extract", "s1", "--force", "--store", str(db), "--json"])
     assert forced.exit_code == 0, forced.output
     assert json.loads(forced.output)["candidates"][0]["outcome"] == "already_reinforced"
