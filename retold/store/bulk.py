@@ -17,7 +17,7 @@ from retold.store.database import Database
 from retold.store.rows import RECORD_COLUMNS, record_to_params
 from retold.util import Clock, format_ts
 
-__all__ = ["FTS_DELETE_SQL", "FTS_ROW_SQL", "BulkMixin"]
+__all__ = ["FTS_ROW_AT_SQL", "FTS_ROW_SQL", "BulkMixin"]
 
 FTS_ROW_SQL = """INSERT INTO records_fts(record_id, content, subject, aliases)
     SELECT r.id, r.content, r.subject,
@@ -31,10 +31,13 @@ given in the record's own scope. Index text may hold only names the record's rea
 read: a user's private alias for their person entity never reaches a project record's row."""
 
 
-FTS_DELETE_SQL = """DELETE FROM records_fts
-    WHERE rowid IN (SELECT id FROM records_fts_content WHERE c0 = ?)"""
-"""One record's FTS row, found through the index on FTS5's content table (``c0`` is
-``record_id``; migration 9): ``WHERE record_id = ?`` would scan every row."""
+FTS_ROW_AT_SQL = FTS_ROW_SQL.replace(
+    "INSERT INTO records_fts(record_id,", "INSERT INTO records_fts(rowid, record_id,", 1
+).replace("SELECT r.id,", "SELECT ?, r.id,", 1)
+""":data:`FTS_ROW_SQL` at a given FTS rowid (its parameters: the rowid, then the record id).
+
+A rewritten row keeps its rowid, so a row above the highest rowid of some earlier moment
+is one that was not in the index then (``SearchMixin._advance_lexical`` relies on it)."""
 
 
 class BulkMixin:

@@ -9,6 +9,7 @@ live here so the SQL stays in :mod:`retold.store`.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -290,6 +291,7 @@ class EraseMixin:
             self.db.temp_ids(erasure.events) as events,
         ):
             version = await self._bump()
+            self.db.after_commit(functools.partial(self.forget_lexical_caches, words_removed=True))
             await self.db.execute(
                 f"""UPDATE records SET content = '', evidence = NULL, tags = '[]', attribute = NULL,
                            subject = '-', status = 'deleted', index_version = ?

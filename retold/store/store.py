@@ -12,6 +12,7 @@ crash or an exception leaves either all of them or none.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
@@ -23,7 +24,7 @@ import numpy as np
 from retold.errors import InvalidArgumentError, MigrationIssuesError, NotFoundError
 from retold.models import ACTIVE_STATUSES, Record, RecordSource, Scope
 from retold.store.audit import AuditMixin
-from retold.store.bulk import FTS_DELETE_SQL, FTS_ROW_SQL, BulkMixin
+from retold.store.bulk import FTS_ROW_AT_SQL, FTS_ROW_SQL, BulkMixin
 from retold.store.database import Database
 from retold.store.eligible import CachedEligible, EligibleCache, EligibleSet
 from retold.store.entities import EntitiesMixin, SessionsMixin
@@ -246,6 +247,9 @@ class Store(
             raise InvalidArgumentError("update_record needs at least one column to change")
         async with self.db.transaction():
             version = await self._bump()
+            if fields.get("status") == "deleted" or _FTS_COLUMNS & set(fields):
+                # Words may leave the index: no cache may carry them past this commit.
+                self.db.after_commit(functools.partial(self.forget_lexical_caches, words_removed=True))
             assignments = ", ".join(f"{c} = :{c}" for c in fields)
             params = {c: to_sql(c, v) for c, v in fields.items()}
             changed = await self.db.execute(
@@ -425,31 +429,46 @@ class Store(
         )
         return [(r[0], r[1]) for r in rows]
 
-    _fts_delete_sql = FTS_DELETE_SQL
-    """The statement that removes one record's FTS row (PostgreSQL's table indexes ``record_id``)."""
-
     async def _write_fts(self, record_id: str, *, fresh: bool = False) -> None:
         """(Re)write the record's FTS row from its content, subject and linked entities' aliases.
 
-        ``fresh`` (a record inserted in this transaction) skips the delete. FTS5 cannot index
-        the UNINDEXED ``record_id`` column, so the row is found through the index on FTS5's
-        content table (migration 9), not by a scan of every row.
+        ``fresh`` (a record inserted in this transaction) has no row to replace. Otherwise the
+        row is found through the index on FTS5's content table (migration 9; FTS5 cannot
+        index its UNINDEXED ``record_id``), removed, and written again at the same rowid; a
+        deleted record's row is only removed (``FTS_ROW_SQL`` skips deleted records).
         """
-        if not fresh:
-            await self.db.execute(self._fts_delete_sql, (record_id,))
-        await self.db.execute(FTS_ROW_SQL, (record_id,))
+        rowid = None if fresh else await self._fts_rowid(record_id)
+        if rowid is None:
+            await self.db.execute(FTS_ROW_SQL, (record_id,))
+            return
+        await self.db.execute("DELETE FROM records_fts WHERE rowid = ?", (rowid,))
+        await self.db.execute(FTS_ROW_AT_SQL, (rowid, record_id))
+
+    async def _fts_rowid(self, record_id: str) -> int | None:
+        return await self.db.fetchval("SELECT id FROM records_fts_content WHERE c0 = ?", (record_id,))
 
     async def rewrite_fts(self, record_ids: Iterable[str]) -> None:
-        """Rebuild FTS rows after their entities' aliases changed (alias added, entities merged)."""
+        """Rebuild FTS rows after their entities' aliases changed (alias added, entities merged).
+
+        The rows are stamped with a new ``index_version`` like any other change, so a cache
+        brought forward over the records changed since (a lexical vocabulary) sees them.
+        """
+        ids = list(dict.fromkeys(record_ids))
+        if not ids:
+            return
         async with self.db.transaction():
-            for record_id in record_ids:
+            version = await self._bump()
+            for record_id in ids:
+                await self.db.execute(
+                    "UPDATE records SET index_version = ? WHERE id = ?", (version, record_id)
+                )
                 await self._write_fts(record_id)
 
     async def fts_row(self, record_id: str) -> dict[str, Any] | None:
-        row = await self.db.fetchone(
-            self._fts_delete_sql.replace("DELETE FROM records_fts", "SELECT * FROM records_fts", 1),
-            (record_id,),
-        )
+        rowid = await self._fts_rowid(record_id)
+        if rowid is None:
+            return None
+        row = await self.db.fetchone("SELECT * FROM records_fts WHERE rowid = ?", (rowid,))
         return None if row is None else dict(row)
 
     async def eligible_ids(

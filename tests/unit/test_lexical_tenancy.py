@@ -27,9 +27,10 @@ import retold.retrieve.lexical as lexical
 from retold.models import Principal, Record, Scope
 from retold.retrieve.lexical import LexicalHit, fts_tokens, lexical_search, query_terms
 from retold.store import Store
+from retold.store.search import TermStatistics
 from retold.testing import FakeClock, FakeEmbedder, FakeJudge
 
-from .factories import MakeRecord, build_record
+from .factories import MakeRecord, build_entity, build_record
 from .slow import examples
 
 U1 = Scope("user", "u1")
@@ -75,12 +76,15 @@ def cached_words(store: Store, *, indexed_only: bool = False) -> set[str]:
         return set()
     else:
         indexes = [*state.private.values(), *([state.shared] if state.shared is not None else [])]
+    vocabularies = [index.vocabulary for index in indexes]
+    if state is not None and getattr(state, "carried", None) is not None:
+        vocabularies.append(state.carried[1])  # set aside across a write, for the next search
     words: set[str] = set()
-    for index in indexes:
-        words.update(w for w, n in index.vocabulary.counts.items() if n or not indexed_only)
+    for vocabulary in vocabularies:
+        words.update(w for w, n in vocabulary.counts.items() if n or not indexed_only)
         if not indexed_only:
-            words.update(index.vocabulary.variants)
-        words.update(term for found in index.vocabulary.variants.values() for term, _ in found)
+            words.update(vocabulary.variants)
+        words.update(term for found in vocabulary.variants.values() for term, _ in found)
     return words
 
 
@@ -450,3 +454,114 @@ async def settle(store: Store) -> None:
     state = getattr(store, "_lexical", None)
     if state is not None and state.drops:
         await asyncio.gather(*state.drops)
+
+
+# --- caches brought forward across writes --------------------------------------------------------
+
+
+@pytest.mark.sqlite_only("PostgreSQL keeps no vocabulary between searches to bring forward")
+async def test_a_write_keeps_the_vocabulary_but_its_own_words_are_read_anew(
+    store: Store, make_record: MakeRecord, clock: FakeClock
+) -> None:
+    """A search after a write reads only what the write touched, yet sees every new word."""
+    painted = await add(store, make_record, "We painted the fence green")
+    await add(store, make_record, "The router connected at noon")
+    assert [h.record_id for h in await search_u2(store, clock, ["paint", "connect"])]
+    assert {"painted", "connected"} <= cached_words(store)
+    painting = await add(store, make_record, "A painting class on Tuesday")
+    assert "connected" in cached_words(store)  # set aside, not dropped
+    hits = {h.record_id for h in await search_u2(store, clock, ["paint"])}
+    assert hits == {painted, painting}  # "painting" was new: the stem's range was read again
+    state = store._lexical  # type: ignore[attr-defined]
+    assert state.shared is not None and "connected" in state.shared.vocabulary.counts  # kept
+    assert state.shared.vocabulary.counts.get("painting") == 1
+    assert state.shared.rows == 3
+
+
+@pytest.mark.sqlite_only("PostgreSQL keeps no vocabulary between searches to bring forward")
+async def test_a_new_tenant_written_after_a_search_gets_its_own_index(
+    store: Store, make_record: MakeRecord, clock: FakeClock
+) -> None:
+    """The scopes holding records are brought forward too: another tenant's first write counts."""
+    mine = await add(store, make_record, "The router connected at noon")
+    assert [h.record_id for h in await search_u2(store, clock, ["connect"])] == [mine]
+    await add(store, make_record, "connect000 connect001 connect002", scope=U1)
+    assert [h.record_id for h in await search_u2(store, clock, ["connect"])] == [mine]
+    (searched,) = store._lexical.private.values()  # type: ignore[attr-defined]
+    assert "connect000" not in {term for found in searched.vocabulary.variants.values() for term, _ in found}
+    assert [n for n in await temp_tables(store) if n.startswith("lexical_")]
+
+
+async def test_a_new_alias_reaches_the_records_it_names(
+    store: Store, make_record: MakeRecord, clock: FakeClock
+) -> None:
+    """An alias added later rewrites its records' FTS rows; the next search matches that name."""
+    entity = build_entity(clock.now(), "Robin", scope=U2)
+    await store.insert_entity(entity)
+    record = make_record(content="The router connected at noon", scope=U2)
+    await store.insert_record(record, links=[(entity.id, "about")])
+    assert [h.record_id for h in await search_u2(store, clock, ["connect", "robin"])] == [record.id]
+    assert [h.record_id for h in await search_u2(store, clock, ["zorblaxes"])] == []
+    async with store.transaction():  # as a write that names the entity anew does it
+        await store.add_aliases(entity.id, ["zorblax"], scope=U2)
+        await store.rewrite_fts([record.id])
+        other = await add(store, make_record, "Another note about lunch")
+    # "zorblaxes" reaches the alias through its stem's variants, read before the alias existed.
+    assert [h.record_id for h in await search_u2(store, clock, ["zorblaxes"])] == [record.id]
+    assert [h.record_id for h in await search_u2(store, clock, ["lunch"])] == [other]
+
+
+_WORDS = ["paint", "painted", "painter", "paints", "pain", "connect", "connected", "zed", "zebra", "zeal"]
+
+
+@pytest.mark.sqlite_only("PostgreSQL keeps no vocabulary between searches to bring forward")
+@settings(
+    max_examples=examples(30), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    steps=st.lists(
+        st.tuples(
+            st.sampled_from(["insert", "insert", "supersede", "alias", "search"]),
+            st.lists(st.sampled_from(_WORDS), min_size=1, max_size=4),
+        ),
+        min_size=1,
+        max_size=12,
+    )
+)
+async def test_a_vocabulary_brought_forward_equals_one_read_anew(
+    steps: list[tuple[str, list[str]]], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Whatever mix of new records, status changes and aliases: the counts and stem ranges a
+    search reads after the writes are those a store with cold caches reads."""
+    clock = FakeClock()
+    path = tmp_path_factory.mktemp("carry") / "m.sqlite"
+    store = await Store.open(path, clock=clock)
+    entity = build_entity(clock.now(), "Robin", scope=U2)
+    await store.insert_entity(entity)
+    written: list[str] = []
+    stems, tokens = ["pain", "paint", "conn", "ze", "z"], ["paint", "zed", "connected", "nothing"]
+
+    async def statistics(of: Store) -> TermStatistics:
+        async with of.lexical_index([U2]) as index:
+            return await of.term_statistics(tokens, stems, index=index, limit=3)
+
+    try:
+        await statistics(store)  # warm: every later read is brought forward
+        for action, words in steps:
+            if action == "insert" or not written:
+                record = build_record(clock.now(), content=" ".join(words), scope=U2)
+                await store.insert_record(record, links=[(entity.id, "about")])
+                written.append(record.id)
+            elif action == "supersede":
+                await store.set_status(written[len(words) % len(written)], "superseded")
+            elif action == "alias":
+                await store.add_aliases(entity.id, ["".join(words)[:12]], scope=U2)
+                await store.rewrite_fts(written)
+            carried = await statistics(store)
+            cold = await Store.open(path, clock=clock)
+            try:
+                assert carried == await statistics(cold), (action, words)
+            finally:
+                await cold.close()
+    finally:
+        await store.close()

@@ -26,6 +26,7 @@ from typing import Any
 
 from retold.errors import StoreError
 from retold.models import Scope
+from retold.store.bulk import FTS_ROW_SQL
 from retold.store.eligible import EligibleSet
 from retold.store.postgres.bm25 import Bm25Mixin
 from retold.store.postgres.dialect import translate
@@ -51,11 +52,15 @@ class PgStore(Bm25Mixin, Store):
 
     # --- writing the lexical index -----------------------------------------------------------
 
-    _fts_delete_sql = "DELETE FROM records_fts WHERE record_id = ?"
-
     async def _write_fts(self, record_id: str, *, fresh: bool = False) -> None:
-        await super()._write_fts(record_id, fresh=fresh)
+        # An ordinary table indexed on record_id: the row is replaced, tokenized before commit.
+        if not fresh:
+            await self.db.execute("DELETE FROM records_fts WHERE record_id = ?", (record_id,))
+        await self.db.execute(FTS_ROW_SQL, (record_id,))
         self.db.before_commit("tokenize", self._tokenize_pending)
+
+    async def _fts_rowid(self, record_id: str) -> int | None:
+        return await self.db.fetchval("SELECT rowid FROM records_fts WHERE record_id = ?", (record_id,))
 
     async def _bump(self) -> int:
         self.db.before_commit("tokenize", self._tokenize_pending)
