@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import inspect
 import os
+import threading
 import weakref
 from collections.abc import Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from retold.adapters.portal import RuntimePortal, running_loop
+from retold.adapters.portal import RuntimePortal
 
 if TYPE_CHECKING:
     from retold.config import Config
@@ -49,16 +50,10 @@ async def _invoke(method: Callable[..., Any], args: tuple[Any, ...], kwargs: dic
 
 def _close_quietly(portal: RuntimePortal) -> None:
     """Close from a finalizer, which may run on any thread, the portal's own included."""
-    if portal.loop.is_running() and running_loop() is portal.loop:
-        # Collected on the loop's own thread: it cannot wait for itself; close there, then stop.
-        runtime = portal.runtime
-        if runtime is not None and not runtime.closed:
-            task = portal.loop.create_task(runtime.close())
-            task.add_done_callback(lambda _: portal.loop.stop())
-        else:
-            portal.loop.stop()
-        return
-    portal.close()
+    if threading.current_thread() is portal._thread:
+        portal.close_soon()  # collected on the loop's own thread: it cannot wait for itself
+    else:
+        portal.close()
 
 
 class Blocking:

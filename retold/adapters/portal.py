@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import inspect
 import threading
 import weakref
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, TypeVar
+
+import anyio.from_thread
 
 from retold.errors import InvalidArgumentError, StoreClosedError
 
@@ -55,6 +58,13 @@ async def _await(awaitable: Awaitable[T]) -> T:
     return await awaitable
 
 
+def _adopt_thread() -> tuple[asyncio.AbstractEventLoop, threading.Thread]:
+    """Run on a new portal's thread: name it, and return its asyncio loop and the thread itself."""
+    thread = threading.current_thread()
+    thread.name = "retold-portal"
+    return asyncio.get_running_loop(), thread
+
+
 class RuntimePortal:
     """A long-lived event-loop thread that opens and owns a runtime, for sync hosts.
 
@@ -64,17 +74,22 @@ class RuntimePortal:
 
     The runtime lives on this thread's loop for its whole life; :meth:`run` and every adapter
     built on ``portal.runtime`` hand their calls to it, from any thread or event loop.
+
+    The thread is anyio's blocking portal (``start_blocking_portal``, asyncio backend), whose
+    loop runs under ``asyncio.run``: its main task lives as long as the portal, so anyio's
+    worker threads (``anyio.to_thread``, which embeds and judges) are reused from call to call,
+    and stopping it cancels what is left, closes async generators and joins the executor.
+    Calls are still handed over with ``asyncio.run_coroutine_threadsafe``, as
+    :class:`LoopBridge` hands them: the portal's own ``call`` costs more per call
+    (``benchmarks/portal_overhead.py``; docs/decisions.md).
     """
 
     def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
+        self._exit = contextlib.ExitStack()
+        portal = self._exit.enter_context(anyio.from_thread.start_blocking_portal("asyncio"))
+        self.loop, self._thread = portal.call(_adopt_thread)
         self.runtime: Runtime | None = None
-        self._thread = threading.Thread(target=self._serve, name="retold-portal", daemon=True)
-        self._thread.start()
-
-    def _serve(self) -> None:
-        asyncio.set_event_loop(self.loop)
-        self.loop.run_forever()
+        self._closing: asyncio.Task[None] | None = None
 
     @classmethod
     def open(cls, *args: Any, **kwargs: Any) -> RuntimePortal:
@@ -113,11 +128,28 @@ class RuntimePortal:
         finally:
             self._stop()
 
+    def close_soon(self) -> None:
+        """:meth:`close` from the portal's own thread (a finalizer run there), without waiting.
+
+        That thread cannot wait for itself: the runtime closes in a task on the loop, then a
+        short-lived thread stops the portal and joins this one. A loop already stopping is
+        left to finish.
+        """
+        if not self.loop.is_running():
+            return
+
+        async def close_then_stop() -> None:
+            try:
+                if self.runtime is not None and not self.runtime.closed:
+                    await self.runtime.close()
+            finally:
+                threading.Thread(target=self._stop, name="retold-portal-stop", daemon=True).start()
+
+        self._closing = self.loop.create_task(close_then_stop())
+
     def _stop(self) -> None:
-        if not self.loop.is_closed():
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self._thread.join()
-            self.loop.close()
+        """Stop the portal: its loop finishes as ``asyncio.run`` does, then the thread is joined."""
+        self._exit.close()
 
     def __enter__(self) -> RuntimePortal:
         return self

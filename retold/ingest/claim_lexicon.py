@@ -6,13 +6,17 @@ grows on its own schedule (a new antonym pair, a tool name, a British spelling) 
 code that reads them stays put. Keeping them apart keeps each module reviewable.
 
 Everything here is built once at import and never mutated afterwards, so it is safe to read
-from any thread. Words are compared in canonical form: :func:`stem_word` maps inflections of
-one word to one stem, and :func:`canonical` further maps a stem onto its synonym group, so
-"prefers", "likes" and "loves" all become ``like``. The derived tables (``ANTONYMS``,
-``VERBS``, ``GENERIC`` ...) hold canonical forms or stems, as their comments say.
+from any thread. Words are compared in canonical form: :func:`stem_word` (Snowball's English
+stemmer, one instance per thread) maps inflections of one word to one stem, and
+:func:`canonical` further maps a stem onto its synonym group, so "prefers", "likes" and
+"loves" all become ``like``. The derived tables (``ANTONYMS``, ``VERBS``, ``GENERIC`` ...)
+hold canonical forms or stems, as their comments say, and are all computed through
+:func:`stem_word` at import, so a stemmer change cannot leave a hard-coded stem behind.
 """
 
 from __future__ import annotations
+
+from retold.retrieve.lexical import stem
 
 __all__ = [
     "ADDITIVE_NAMES",
@@ -64,7 +68,7 @@ CLAUSE_WORDS = frozenset({"but", "though", "although", "however", "whereas", "wh
 
 # Negation cues. Each flips a clause's polarity once; "no longer" and "used to" count once.
 NEGATIONS = frozenset({"not", "no", "never", "none", "nobody", "nothing", "without"})
-NEGATION_STEMS = frozenset({"stop", "quit"})  # "stopped using vim", "quit smoking"
+_NEGATION_VERBS = ("stop", "quit")  # "stopped using vim", "quit smoking"
 # Negative-valence verbs: "dislikes X" is "does not like X" for polarity purposes.
 _NEGATIVE_VALENCE = ("dislike", "hate", "detest", "loathe", "despise", "avoid")
 HEDGES = frozenset({"maybe", "might", "perhaps", "possibly", "probably", "unsure", "considering",
@@ -142,23 +146,23 @@ for _category, _names in {
 TOOL_ALIASES = {"postgres": "postgresql", "nvim": "neovim", "golang": "go", "js": "javascript",
                 "ts": "typescript", "py": "python", "k8s": "kubernetes"}  # fmt: skip
 
+# Forms Snowball cannot relate to their base word (irregular verbs and plurals, "goes", and
+# abbreviations): each becomes its base word, which is then stemmed like any other word.
 _IRREGULAR = {
-    "has": "have", "had": "have", "having": "have", "goes": "go", "went": "go", "gone": "go",
-    "ran": "run", "running": "run", "met": "meet", "led": "lead", "spoke": "speak", "spoken": "speak",
-    "wrote": "write", "written": "write", "writing": "write", "began": "begin", "begun": "begin",
-    "ate": "eat", "eaten": "eat", "drank": "drink", "drunk": "drink", "drove": "drive",
-    "driven": "drive", "took": "take", "taken": "take", "forbidden": "forbid", "forbade": "forbid",
-    "grew": "grow", "grown": "grow", "knew": "know", "known": "know", "children": "child",
-    "kids": "kid", "people": "person", "made": "make", "got": "get", "gotten": "get", "gave": "give",
-    "given": "give", "kept": "keep", "slept": "sleep", "woke": "wake", "chose": "choose",
-    "chosen": "choose", "built": "build", "bought": "buy", "sold": "sell", "taught": "teach",
-    "thought": "think", "felt": "feel", "found": "find", "lost": "lose", "won": "win", "paid": "pay",
-    "said": "say", "sent": "send", "spent": "spend", "stood": "stand", "became": "become",
-    "came": "come", "left": "left", "quit": "quit", "set": "set", "lengthy": "lengthy",
-    "req": "request", "reqs": "request", "min": "minute", "mins": "minute", "sec": "second",
-    "secs": "second", "hr": "hour", "hrs": "hour", "repo": "repository", "repos": "repository",
-    "prs": "pr", "pull": "pull", "config": "configuration", "dept": "department",
-    "meeting": "meeting", "meetings": "meeting", "flew": "fly", "flown": "fly", "flies": "fly",
+    "has": "have", "had": "have", "goes": "go", "went": "go", "gone": "go", "ran": "run", "met": "meet",
+    "led": "lead", "spoke": "speak", "spoken": "speak", "wrote": "write", "written": "write",
+    "began": "begin", "begun": "begin", "ate": "eat", "eaten": "eat", "drank": "drink",
+    "drunk": "drink", "drove": "drive", "driven": "drive", "took": "take", "taken": "take",
+    "forbidden": "forbid", "forbade": "forbid", "grew": "grow", "grown": "grow", "knew": "know",
+    "known": "know", "children": "child", "people": "person", "made": "make", "got": "get",
+    "gotten": "get", "gave": "give", "given": "give", "kept": "keep", "slept": "sleep", "woke": "wake",
+    "chose": "choose", "chosen": "choose", "built": "build", "bought": "buy", "sold": "sell",
+    "taught": "teach", "thought": "think", "felt": "feel", "found": "find", "lost": "lose",
+    "won": "win", "paid": "pay", "said": "say", "sent": "send", "spent": "spend", "stood": "stand",
+    "became": "become", "came": "come", "req": "request", "reqs": "request", "min": "minute",
+    "mins": "minute", "sec": "second", "secs": "second", "hr": "hour", "hrs": "hour",
+    "repo": "repository", "repos": "repository", "prs": "pr", "config": "configuration",
+    "dept": "department", "flew": "fly", "flown": "fly",
 }  # fmt: skip
 BRITISH = {"colour": "color", "colours": "colors", "favourite": "favorite", "favourites": "favorites",
            "behaviour": "behavior", "organise": "organize", "organised": "organized", "centre": "center",
@@ -173,9 +177,22 @@ PAST_FORMS = frozenset({"was", "were", "had", "did", "went", "ran", "met", "led"
                        "spent", "stood", "became", "came", "flew"})  # fmt: skip
 PARTICIPLE_AFTER = frozenset({"is", "are", "am", "be", "been", "being", "was", "were", "has", "have",
                               "had", "get", "gets", "got"})  # fmt: skip
-_NO_LY = frozenset({"family", "weekly", "monthly", "nightly", "daily", "yearly", "hourly", "early",
-                    "only", "reply", "apply", "supply", "italy", "july", "friendly", "likely", "holy",
-                    "assembly", "quarterly", "butterfly"})  # fmt: skip
+# Stems set here, not by Snowball, which would fold these words onto another word the tables
+# give a meaning: "meeting" is not the event verb "meet", "likely" not "like", "friendly" not the
+# relation "friend", "department" not the verb "depart", "informal" not "information", "optional"
+# not "options", "stateful" not "state", "lately" not the antonym "late", "response" not
+# "responsible" and "activate" not "active". The verb "like" keeps a stem apart from its synonym
+# group's name ``like``: the rules read stems and canonical forms together, and liking two things
+# is additive where preferring two is not ("likes vim" and "likes emacs" can both hold; "prefers
+# vim" and "prefers emacs" cannot).
+_OWN_STEM: dict[str, str] = {
+    "meeting": "meeting", "meetings": "meeting", "likely": "likely", "friendly": "friendly",
+    "department": "department", "departments": "department", "informal": "informal",
+    "optional": "optional", "stateful": "stateful", "lately": "lately", "response": "response",
+    "responses": "response", "activate": "activate", "activated": "activate",
+    "activates": "activate", "activating": "activate", "like": "lik", "likes": "lik",
+    "liked": "lik", "liking": "lik",
+}  # fmt: skip
 
 # Multi-word expressions folded into one token before any rule looks at the words.
 PHRASES: dict[tuple[str, ...], str] = {
@@ -197,40 +214,21 @@ MAX_PHRASE = max(len(k) for k in PHRASES)
 
 
 def stem_word(word: str) -> str:
-    """A light, consistent stemmer: inflections of one word map to one stem.
+    """Snowball's English stem (:func:`retold.retrieve.lexical.stem`, one stemmer per thread).
 
-    Over-stemming is harmless here (both sides of every comparison go through it); what
-    matters is that "uses", "used" and "using" agree, and that "user" stays "user".
+    Irregular forms are first mapped to their base word and a few words keep their own form
+    (``_OWN_STEM``). Over-stemming is otherwise harmless here (both sides of every comparison
+    go through it); what matters is that "uses", "used" and "using" agree, and that "user"
+    stays "user".
     """
     w = word.lower()
-    if w in _IRREGULAR:
-        w = _IRREGULAR[w]
-        return w[:-1] if w.endswith("e") and len(w) > 3 else w
-    if not w.isalpha() or len(w) <= 3:
-        return w
-    if w.endswith("ies") and len(w) > 4:
-        return w[:-3] + "y"
-    if w.endswith("ied") and len(w) > 4:
-        return w[:-3] + "y"
-    if w.endswith("sses") or w.endswith(("ches", "shes", "xes", "zes")):
-        w = w[:-2]
-    elif w.endswith("s") and not w.endswith(("ss", "us", "is")):
-        w = w[:-1]
-    if w.endswith("ing") and len(w) > 5:
-        w = _undouble(w[:-3])
-    elif w.endswith("ed") and len(w) > 4 and not w.endswith("eed"):
-        w = _undouble(w[:-2])
-    elif w.endswith("ly") and len(w) > 6 and w not in _NO_LY:
-        w = w[:-2]
-    if w.endswith("e") and len(w) > 3:
-        w = w[:-1]
-    return w
+    w = _IRREGULAR.get(w, w)
+    if w in _OWN_STEM:
+        return _OWN_STEM[w]
+    return stem(w) if w.isalpha() else w
 
 
-def _undouble(w: str) -> str:
-    if len(w) > 3 and w[-1] == w[-2] and w[-1] not in "lsz":
-        return w[:-1]
-    return w
+NEGATION_STEMS = frozenset(stem_word(w) for w in _NEGATION_VERBS)
 
 
 # Synonym groups: every word's stem maps to the group's name ("prefers"/"likes" -> like).

@@ -146,6 +146,16 @@ def _nearest_year(ref: date, month: int, day: int = 1) -> int:
     return min((ref.year - 1, ref.year, ref.year + 1), key=lambda y: abs((date(y, month, day) - ref).days))
 
 
+def _since(m: re.Match[str]) -> bool:
+    """Whether the expression follows "since", which looks back: "since May" said in March is last May."""
+    return (m["marker"] or "").lower() == "since"
+
+
+def _latest_year(ref: date, month: int, day: int) -> int:
+    """The year of the latest month/day not after the turn (a yearless date after "since")."""
+    return ref.year if (month, day) <= (ref.month, ref.day) else ref.year - 1
+
+
 def _safe_date(year: int, month: int, day: int) -> date | None:
     try:
         return date(year, month, day)
@@ -170,9 +180,21 @@ def _iso(m: re.Match[str], ref: date) -> tuple[Span, ...]:
 def _month_day(m: re.Match[str], ref: date) -> tuple[Span, ...]:
     month = _MONTHS[m["month"].lower()]
     day_number = int(m["d"])
-    year = int(m["y"]) if m["y"] else _nearest_year(ref, month, day_number)
+    if m["y"]:
+        year = int(m["y"])
+    elif _since(m):
+        year = _latest_year(ref, month, day_number)
+    else:
+        year = _nearest_year(ref, month, day_number)
     day = _safe_date(year, month, day_number)
     return ((day, day),) if day else ()
+
+
+def _numeric(m: re.Match[str], ref: date) -> tuple[Span, ...]:
+    """``03/04/2026``: month first (US) and day first (most elsewhere) both, when both are dates."""
+    a, b, year = int(m["a"]), int(m["b"]), int(m["y"])
+    days = sorted({d for d in (_safe_date(year, a, b), _safe_date(year, b, a)) if d})
+    return tuple((d, d) for d in days)
 
 
 def _month_year(m: re.Match[str], ref: date) -> tuple[Span, ...]:
@@ -182,7 +204,17 @@ def _month_year(m: re.Match[str], ref: date) -> tuple[Span, ...]:
 
 def _month_alone(m: re.Match[str], ref: date) -> tuple[Span, ...]:
     month = _MONTHS[m["month"].lower()]
-    return (_month_span(_nearest_year(ref, month, 15), month),)
+    year = _latest_year(ref, month, 1) if _since(m) else _nearest_year(ref, month, 15)
+    return (_month_span(year, month),)
+
+
+def _end_of_month(m: re.Match[str], ref: date) -> tuple[Span, ...]:
+    month = _MONTHS[m["month"].lower()]
+    year = int(m["y"]) if m["y"] else _nearest_year(ref, month, 15)
+    if not _safe_date(year, month, 1):
+        return ()
+    last = _month_span(year, month)[1]
+    return ((last, last),)
 
 
 def _year_alone(m: re.Match[str], ref: date) -> tuple[Span, ...]:
@@ -190,13 +222,12 @@ def _year_alone(m: re.Match[str], ref: date) -> tuple[Span, ...]:
     return ((date(year, 1, 1), date(year, 12, 31)),)
 
 
+_DAY_OFFSETS = {"today": 0, "tonight": 0, "now": 0, "tomorrow": 1, "yesterday": -1,
+                "day after tomorrow": 2, "day before yesterday": -2}  # fmt: skip
+
+
 def _relative_day(m: re.Match[str], ref: date) -> tuple[Span, ...]:
-    word = m["word"].lower()
-    offset = {"today": 0, "tonight": 0, "now": 0, "tomorrow": 1, "yesterday": -1}.get(word)
-    if word == "day after tomorrow":
-        offset = 2
-    assert offset is not None
-    day = ref + timedelta(days=offset)
+    day = ref + timedelta(days=_DAY_OFFSETS[" ".join(m["word"].lower().split())])
     return ((day, day),)
 
 
@@ -206,6 +237,9 @@ def _relative_period(m: re.Match[str], ref: date) -> tuple[Span, ...]:
     if unit == "week":
         start = _week_start(ref) + timedelta(weeks=shift)
         span = (start, start + timedelta(days=6))
+    elif unit == "weekend":
+        saturday = _week_start(ref) + timedelta(weeks=shift, days=5)
+        span = (saturday, saturday + timedelta(days=1))
     elif unit == "month":
         first = _add_months(ref.replace(day=1), shift)
         span = _month_span(first.year, first.month)
@@ -262,11 +296,11 @@ def _n_ago(m: re.Match[str], ref: date) -> tuple[Span, ...]:
 def _weekday(m: re.Match[str], ref: date) -> tuple[Span, ...]:
     target = _WEEKDAYS[m["weekday"].lower()]
     which = (m["which"] or "").lower()
-    ahead = (target - ref.weekday()) % 7
-    if which == "last":
-        back = (ref.weekday() - target) % 7 or 7
-        day = ref - timedelta(days=back)
+    if which == "last" or (not which and _since(m)):
+        back = (ref.weekday() - target) % 7  # "since Monday" may mean today; "last Monday" never does
+        day = ref - timedelta(days=back or (7 if which else 0))
         return ((day, day),)
+    ahead = (target - ref.weekday()) % 7
     upcoming = ref + timedelta(days=ahead)
     if which == "next":  # "next Friday": the coming one or the one after, as English allows both
         first = upcoming if ahead else ref + timedelta(days=7)
@@ -276,6 +310,7 @@ def _weekday(m: re.Match[str], ref: date) -> tuple[Span, ...]:
 
 _PATTERNS: tuple[tuple[str, Resolver], ...] = (
     (r"(?P<y>\d{4})-(?P<m>\d{2})-(?P<d>\d{2})\b", _iso),
+    (r"(?P<a>\d{1,2})/(?P<b>\d{1,2})/(?P<y>\d{4})\b", _numeric),
     (
         rf"(?P<month>{_MONTH_NAMES})\.?\s+(?P<d>\d{{1,2}})(?:st|nd|rd|th)?\b(?:,?\s+(?P<y>\d{{4}})\b)?",
         _month_day,
@@ -285,12 +320,16 @@ _PATTERNS: tuple[tuple[str, Resolver], ...] = (
         _month_day,
     ),
     (rf"(?P<month>{_MONTH_NAMES})\.?,?\s+(?P<y>\d{{4}})\b", _month_year),
-    (r"(?P<word>day after tomorrow|today|tonight|tomorrow|yesterday|now)\b", _relative_day),
     (
-        r"(?P<end>(?:the\s+)?end\s+of\s+)?(?:the\s+)?(?P<which>this|next|last|coming)\s+(?P<period>week|month|year)\b",
+        r"(?P<word>day\s+after\s+tomorrow|day\s+before\s+yesterday|today|tonight|tomorrow|yesterday|now)\b",
+        _relative_day,
+    ),
+    (
+        r"(?P<end>(?:the\s+)?end\s+of\s+)?(?:the\s+)?(?P<which>this|next|last|coming)\s+(?P<period>weekend|week|month|year)\b",
         _relative_period,
     ),
     (r"(?:the\s+)?end\s+of\s+(?:the\s+)?(?P<period>week|month|year)\b", _end_of),
+    (rf"(?:the\s+)?end\s+of\s+(?P<month>{_MONTH_NAMES})\b\.?(?:,?\s+(?P<y>\d{{4}})\b)?", _end_of_month),
     (rf"(?:in|within)\s+{_NUMBER}\s+{_UNIT}\b", _in_n),
     (rf"{_NUMBER}\s+{_UNIT}\s+from\s+now\b", _in_n),
     (rf"{_NUMBER}\s+{_UNIT}\s+ago\b", _n_ago),
@@ -338,8 +377,9 @@ def _role(marker: str | None) -> Role:
 def find_expressions(quote: str, turn_at: datetime) -> list[TemporalExpression]:
     """Every temporal expression of ``quote``, resolved against the turn's timestamp (UTC days).
 
-    Overlapping matches keep the longest; a yearless date means the occurrence nearest
-    the turn; "next Friday" keeps both readings English allows.
+    Overlapping matches keep the longest; a yearless date or a bare weekday means the
+    occurrence nearest the turn, or after "since" the latest one not after it; "next Friday"
+    and "03/04/2026" keep both readings English allows.
     """
     ref = _day(turn_at)
     found: list[tuple[int, int, TemporalExpression]] = []

@@ -16,6 +16,7 @@ import dataclasses
 import functools
 import itertools
 import re
+import threading
 import unicodedata
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -328,15 +329,26 @@ may read can take these slots, so another tenant's ``connect000``… cannot push
 """
 
 
-@functools.lru_cache(maxsize=1)
-def _stemmer() -> Any:
-    import snowballstemmer  # the Snowball English stemmer; uses PyStemmer's C code when installed
+_STEMMERS = threading.local()
 
-    stemmer = snowballstemmer.stemmer("english")
-    if hasattr(stemmer, "maxCacheSize"):
-        # PyStemmer keeps the last 10,000 words it saw: stored and queried words, erased ones
-        # included. Stemming costs a fraction of a microsecond, so nothing is cached.
-        stemmer.maxCacheSize = 0
+
+def _stemmer() -> Any:
+    """This thread's Snowball English stemmer.
+
+    A stemmer instance keeps its state in the middle of a word (both snowballstemmer's pure
+    Python one and PyStemmer's C one say so), so threads never share one: searches and the
+    claim parser (:mod:`retold.ingest.claim_lexicon`) stem from any thread.
+    """
+    stemmer = getattr(_STEMMERS, "english", None)
+    if stemmer is None:
+        import snowballstemmer  # the Snowball English stemmer; uses PyStemmer's C code when installed
+
+        stemmer = snowballstemmer.stemmer("english")
+        if hasattr(stemmer, "maxCacheSize"):
+            # PyStemmer keeps the last 10,000 words it saw: stored and queried words, erased ones
+            # included. Stemming costs a fraction of a microsecond, so nothing is cached.
+            stemmer.maxCacheSize = 0
+        _STEMMERS.english = stemmer
     return stemmer
 
 
