@@ -39,7 +39,7 @@ if str(ROOT) not in sys.path:  # runnable as `python benchmarks/judge_quality.py
     sys.path.insert(0, str(ROOT))
 
 from retold.config import Config  # noqa: E402
-from retold.ingest.equivalence import build_judge, decide, judge_identity  # noqa: E402
+from retold.ingest.equivalence.judge import build_judge, decide, judge_identity  # noqa: E402
 
 DATA = ROOT / "tests" / "data"
 JUDGE_PAIRS = DATA / "judge_pairs.jsonl"

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from retold.ingest.request import WriteRequest
+from retold.ingest.write.request import WriteRequest
 from retold.models import Entity, EntityMention, Principal, Record, Scope
 from retold.util import new_id, normalize_alias
 

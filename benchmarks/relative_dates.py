@@ -1,6 +1,6 @@
 """Relative-date parsing: retold's grammar against dateparser on the labelled cases.
 
-Runs :func:`retold.ingest.temporal.find_expressions` and ``dateparser.search.search_dates``
+Runs :func:`retold.ingest.write.temporal.find_expressions` and ``dateparser.search.search_dates``
 (the ``dev`` extra) over ``tests/data/relative_dates.jsonl`` (phrases from the temporal tests,
 hand-written ones and sentences that name no date) and prints, per parser, how many cases it
 gets right, its hits and misses, its false positives on the date-free sentences, and the
@@ -49,7 +49,7 @@ if str(ROOT) not in sys.path:  # runnable as `python benchmarks/relative_dates.p
 
 from common import machine, percentile  # noqa: E402
 
-from retold.ingest.temporal import find_expressions  # noqa: E402
+from retold.ingest.write.temporal import find_expressions  # noqa: E402
 
 CASES = ROOT / "tests" / "data" / "relative_dates.jsonl"
 RESULTS = ROOT / "benchmarks" / "results" / "relative_dates.json"

@@ -41,7 +41,7 @@ import numpy as np
 from common import Target, check_targets, machine, percentile
 
 import retold
-from retold.ingest.request import WriteRequest
+from retold.ingest.write.request import WriteRequest
 from retold.models import Principal, Scope, SearchRequest
 from retold.testing import FakeEmbedder, record_for_tests
 

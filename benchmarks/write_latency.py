@@ -39,7 +39,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 from common import Target, check_targets, machine, percentile
 
 import retold
-from retold.ingest.ingestor import WriteRequest
+from retold.ingest.write.ingestor import WriteRequest
 from retold.models import Entity, EntityMention, Principal, Scope
 from retold.testing import record_for_tests
 from retold.util import new_id, normalize_alias

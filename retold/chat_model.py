@@ -277,8 +277,8 @@ def hosted_stages(
     chat model answers them in place of the provider and model named there; timeouts still
     come from config. Stages left ``None`` are built from config as before.
     """
-    from retold.ingest.llm_judge import LLMJudge, hosted_judge_model
-    from retold.ingest.structured import StructuredLLMExtractor, StructuredLLMReviewer
+    from retold.ingest.equivalence.llm import LLMJudge, hosted_judge_model
+    from retold.ingest.extraction.structured import StructuredLLMExtractor, StructuredLLMReviewer
     from retold.retrieve.rewrite import HostedLLMQueryRewriter
 
     if judge is None and hosted_judge_model(config.ingestion.equivalence.model) is not None:

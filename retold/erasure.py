@@ -30,7 +30,7 @@ import numpy as np
 
 from retold.config import Config
 from retold.errors import ConfigError, NotFoundError
-from retold.ingest.sources import source_origin
+from retold.ingest.write.sources import source_origin
 from retold.models import RecordSource, SessionKey
 from retold.policy import lifecycle
 from retold.store import Store

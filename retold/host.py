@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Literal
 
 from retold.errors import AliasConflictError, InvalidArgumentError
-from retold.ingest.ingestor import Ingestor, WriteRequest, WriteResult
+from retold.ingest.write.ingestor import Ingestor, WriteRequest, WriteResult
 from retold.models import Entity, EntityMention, Grant, Principal, Scope, validate_id
 from retold.store import Store
 from retold.util import Clock, new_id, normalize_alias, normalize_ws

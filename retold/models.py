@@ -338,7 +338,7 @@ class RecordSource:
     A record keeps every supporting source, not just the strongest: reinforcement adds
     one, and erasing a user removes theirs, deleting the record only when no other
     source is left. ``origin`` is the source's owner-qualified identity (see
-    :func:`retold.ingest.sources.source_origin`); ``user_id`` is the user whose session
+    :func:`retold.ingest.write.sources.source_origin`); ``user_id`` is the user whose session
     supplied it (None for the host's own writes).
     """
 

@@ -364,7 +364,7 @@ class Operations:
                     self._index.touch(item.record_id, version)
         for holder in (self._embedder, *self._caches):
             _clear_cache(holder)
-        from retold.ingest.claim_parser import parse_claim
+        from retold.ingest.equivalence.claim_parser import parse_claim
 
         parse_claim.cache_clear()  # keyed by claim and quote text
 

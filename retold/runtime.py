@@ -26,8 +26,8 @@ from retold.errors import ConfigError, InvalidArgumentError, NotFoundError, Stor
 from retold.host import MemoryHost
 from retold.index.dense import dense_search_for
 from retold.index.vector import VectorIndex
-from retold.ingest.ingestor import Ingestor
-from retold.ingest.session import SessionHooks
+from retold.ingest.write.ingestor import Ingestor
+from retold.ingest.write.session import SessionHooks
 from retold.models import Principal, SearchRequest, SearchResponse, SessionInfo, SessionKey
 from retold.operations import Operations
 from retold.store import Store
@@ -35,7 +35,7 @@ from retold.store.postgres import is_postgres_url
 from retold.util import Clock, SystemClock
 
 if TYPE_CHECKING:
-    from retold.ingest.extraction_run import ExtractionResult
+    from retold.ingest.extraction.run import ExtractionResult
 
 __all__ = ["Runtime", "open_runtime"]
 
@@ -80,7 +80,7 @@ class Runtime:
                 config, chat_model, judge=judge, rewriter=rewriter, extractor=extractor, reviewer=reviewer
             )
         if judge is None:
-            from retold.ingest.equivalence import build_judge
+            from retold.ingest.equivalence.judge import build_judge
 
             judge = build_judge(config, embedder)
         if rewriter is None:
@@ -92,7 +92,7 @@ class Runtime:
 
             reranker = reranker_from_config(config.reranker)
         if extractor is None:
-            from retold.ingest.structured import extractor_from_config
+            from retold.ingest.extraction.structured import extractor_from_config
 
             extractor = extractor_from_config(config)
         if extractor is not None and reviewer is None:
@@ -192,7 +192,7 @@ class Runtime:
                 "API key) or pass extractor= to open_runtime",
                 key="ingestion.extraction_enabled",
             )
-        from retold.ingest.extraction_run import EXTRACTION_ACTOR, ExtractionRun
+        from retold.ingest.extraction.run import EXTRACTION_ACTOR, ExtractionRun
 
         key = await self.store.resolve_session(session_id)
         run = ExtractionRun(key=key, force=force, actor=actor or EXTRACTION_ACTOR)
@@ -272,7 +272,7 @@ class Runtime:
 
 def _reviewer_from_config(config: Config) -> Any:
     """The hosted reviewer an extractor needs, with a hint for hosts that pass their own models."""
-    from retold.ingest.structured import reviewer_from_config
+    from retold.ingest.extraction.structured import reviewer_from_config
 
     try:
         return reviewer_from_config(config)

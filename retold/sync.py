@@ -33,7 +33,7 @@ from retold.adapters.portal import RuntimePortal
 
 if TYPE_CHECKING:
     from retold.config import Config
-    from retold.ingest.extraction_run import ExtractionResult
+    from retold.ingest.extraction.run import ExtractionResult
     from retold.models import Principal, SearchRequest, SearchResponse, SessionKey
     from retold.runtime import Runtime
 

@@ -4,7 +4,7 @@ The operator's counterpart of ``memory_revise`` with action ``merge_entities``. 
 operator holds no grants, so in place of the tool's "both writable by the caller" check
 the two entities must share one scope: a merge unions aliases and re-keys records, and
 across scopes that would carry one tenant's names into another's. Every other check is
-the library's (:func:`retold.ingest.entities.merge_entities`): same kind, not itself.
+the library's (:func:`retold.ingest.write.entities.merge_entities`): same kind, not itself.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import click
 
 from retold.cli.common import common_options, echo_json, json_option, reported_errors
 from retold.errors import InvalidArgumentError, NotFoundError
-from retold.ingest.entities import merge_entities
+from retold.ingest.write.entities import merge_entities
 from retold.runtime import open_runtime
 from retold.store import Store
 

@@ -4,13 +4,13 @@ claim → load_transcript → build_context → extract → validate → review 
 write → finish, with a conditional edge from every stage to ``fail`` (fail closed:
 ``extraction.failed``, nothing written, the claim left to expire) and from ``claim``
 straight to ``finish`` when the session is not this worker's to extract. The nodes only
-call the stage functions of :mod:`retold.ingest.extraction`. No checkpointer: a run is
+call the stage functions of :mod:`retold.ingest.extraction.stages`. No checkpointer: a run is
 one pass, and its one write transaction lives inside the ``write`` node.
 
 The graph accepts a prepared ``run`` (what ``rt.extract_session`` passes) or plain JSON,
 ``{"session_id": "s1", "force": false}`` (or ``"planner/u1/s1"`` when several principals use
 ``s1``), so ``langgraph dev`` can run it; the output
-carries ``result``, the run's :class:`~retold.ingest.extraction.ExtractionResult` as a dict.
+carries ``result``, the run's :class:`~retold.ingest.extraction.stages.ExtractionResult` as a dict.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from langgraph.graph import END, START, StateGraph
 
-from retold.ingest import extraction
-from retold.ingest.extraction_run import ExtractionRun
+from retold.ingest.extraction import stages as extraction
+from retold.ingest.extraction.run import ExtractionRun
 
 if TYPE_CHECKING:
     from langgraph.graph.state import CompiledStateGraph

@@ -337,7 +337,7 @@ def _stemmer() -> Any:
 
     A stemmer instance keeps its state in the middle of a word (both snowballstemmer's pure
     Python one and PyStemmer's C one say so), so threads never share one: searches and the
-    claim parser (:mod:`retold.ingest.claim_lexicon`) stem from any thread.
+    claim parser (:mod:`retold.ingest.equivalence.claim_lexicon`) stem from any thread.
     """
     stemmer = getattr(_STEMMERS, "english", None)
     if stemmer is None:

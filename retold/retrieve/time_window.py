@@ -4,7 +4,7 @@
 (or a day either side: "yesterday" in a turn dated the 5th), yet the words that say so
 ("attended a meeting yesterday") share nothing with the question. The query's temporal
 expressions are read with the same grammar the write path uses for evidence
-(:func:`retold.ingest.temporal.find_expressions`), resolved against the searcher's clock;
+(:func:`retold.ingest.write.temporal.find_expressions`), resolved against the searcher's clock;
 the dense channel then ranks the best records inside those windows alongside its global
 best (:func:`interleave`), so a dated question reaches its day without a date filter that
 would hide everything else.
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from typing import TYPE_CHECKING
 
-from retold.ingest.temporal import find_expressions
+from retold.ingest.write.temporal import find_expressions
 from retold.models import Scope, SearchRequest
 
 if TYPE_CHECKING:

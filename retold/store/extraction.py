@@ -3,7 +3,7 @@
 The claims here are what keep two workers from doing one job twice: a session is
 claimed by a conditional update inside ``BEGIN IMMEDIATE``, and a due record is
 flagged by an update that only the first worker's statement can change. The callers in
-:mod:`retold.ingest.extraction` and :mod:`retold.ingest.temporal` decide what the
+:mod:`retold.ingest.extraction.stages` and :mod:`retold.ingest.write.temporal` decide what the
 outcomes mean; this module only reads and writes rows.
 """
 

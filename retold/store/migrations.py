@@ -263,7 +263,7 @@ _V7 = (
     "DROP TABLE session_turns_v6",
     "DROP TABLE sessions_v6",
     "CREATE INDEX sessions_user ON sessions(user_id)",
-    # The owner-qualified identity of a record's own source (see retold.ingest.sources): two
+    # The owner-qualified identity of a record's own source (see retold.ingest.write.sources): two
     # principals' "session:t1<turn:3>" are different sources. One live summary per session
     # becomes one per owned session.
     "ALTER TABLE records ADD COLUMN source_origin TEXT",

@@ -4,7 +4,7 @@ A record's own columns keep its strongest source (spec §6.4: a higher-ranked
 reinforcement takes over the provenance); this table keeps all of them, so
 reinforcement never drops a contributor and erasing one user removes only that
 user's support. ``origin`` is a source's owner-qualified identity
-(:func:`retold.ingest.sources.source_origin`): two principals' ``session:t1<turn:3>``
+(:func:`retold.ingest.write.sources.source_origin`): two principals' ``session:t1<turn:3>``
 are different sources.
 """
 

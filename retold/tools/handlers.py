@@ -30,9 +30,9 @@ from typing import TYPE_CHECKING, Any
 from jsonschema.exceptions import best_match
 
 from retold.errors import InvalidArgumentError, NotFoundError
-from retold.ingest.entities import merge_entities
-from retold.ingest.request import Revision, WriteRequest
-from retold.ingest.revision import HistoryError, Reviser
+from retold.ingest.write.entities import merge_entities
+from retold.ingest.write.request import Revision, WriteRequest
+from retold.ingest.write.revision import HistoryError, Reviser
 from retold.models import EntityMention, Principal, Scope, SearchRequest
 from retold.policy.grants import readable_scopes, scopes_from_grants, writable_scopes
 from retold.policy.targets import TargetResolver, write_targets

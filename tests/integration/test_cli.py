@@ -222,7 +222,7 @@ def test_migrate_allow_unmapped_acknowledges(tmp_path: Path) -> None:
 
 
 async def _written_store(db: Path) -> str:
-    from retold.ingest.ingestor import WriteRequest
+    from retold.ingest.write.ingestor import WriteRequest
     from retold.models import Principal
 
     async with retold.open_runtime(db) as rt:

@@ -111,7 +111,7 @@ def test_extract_runs_the_graph_and_refuses_a_second_run_without_force(
     asyncio.run(_seed(db, FakeClock()))
     # The CLI builds models from config; stand fakes in for the hosted ones and the embedder.
     monkeypatch.setattr(
-        "retold.ingest.structured.extractor_from_config", lambda config: FakeExtractor(OUTPUT)
+        "retold.ingest.extraction.structured.extractor_from_config", lambda config: FakeExtractor(OUTPUT)
     )
     monkeypatch.setattr("retold.runtime._reviewer_from_config", lambda config: FakeReviewer())
     monkeypatch.setattr("retold.index.embedder.build_embedder", lambda config: FakeEmbedder())

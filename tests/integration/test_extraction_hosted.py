@@ -22,7 +22,7 @@ import pytest
 
 import retold
 from retold.hosted import CompletionClient, CompletionError, CompletionTimeoutError, strict_object
-from retold.ingest.structured import StructuredLLMExtractor, StructuredLLMReviewer
+from retold.ingest.extraction.structured import StructuredLLMExtractor, StructuredLLMReviewer
 from retold.models import Principal, Scope, SessionKey
 from retold.retrieve.rewrite import HostedLLMQueryRewriter, rewrite_stage
 from retold.testing import FakeClock, FakeEmbedder, FakeJudge

@@ -40,7 +40,7 @@ import pytest
 
 import retold
 from retold.config import Config
-from retold.ingest.request import WriteRequest
+from retold.ingest.write.request import WriteRequest
 from retold.models import EntityMention, Principal, Scope, SearchRequest
 from retold.retrieve.query_kind import asks
 

@@ -19,7 +19,7 @@ import pytest
 from benchmark_module import load_benchmark
 
 from retold.config import Config
-from retold.ingest.equivalence import ConservativeJudge, build_judge
+from retold.ingest.equivalence.judge import ConservativeJudge, build_judge
 
 pytestmark = pytest.mark.integration
 

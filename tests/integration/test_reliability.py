@@ -220,7 +220,7 @@ async def seed_user(rt: retold.Runtime, user: str) -> None:
 
 
 def retold_request(fields: dict[str, Any], **more: Any) -> Any:
-    from retold.ingest.request import WriteRequest
+    from retold.ingest.write.request import WriteRequest
 
     return WriteRequest(type="semantic", **fields, **more)
 

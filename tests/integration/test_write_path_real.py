@@ -10,7 +10,7 @@ import pytest
 
 import retold
 from retold.errors import EmbeddingMismatchError
-from retold.ingest.ingestor import WriteRequest
+from retold.ingest.write.ingestor import WriteRequest
 from retold.models import Principal, Scope
 from retold.testing import FakeEmbedder
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import retold
-from retold.ingest.extraction_run import ExtractionResult
+from retold.ingest.extraction.run import ExtractionResult
 from retold.models import (
     CandidateRecord,
     EntityMention,

@@ -21,7 +21,7 @@ import pytest
 
 import retold
 from retold.config import Config
-from retold.ingest.request import WriteRequest
+from retold.ingest.write.request import WriteRequest
 from retold.models import Principal, Scope
 from retold.operations import load_snapshot
 from retold.store.maintenance import read_snapshot_info

@@ -34,8 +34,8 @@ from retold.hosted import (
     StructuredCompleter,
     strict_object,
 )
-from retold.ingest.llm_judge import ENTAIL_SCORES, LLMJudge
-from retold.ingest.structured import StructuredLLMExtractor, StructuredLLMReviewer
+from retold.ingest.equivalence.llm import ENTAIL_SCORES, LLMJudge
+from retold.ingest.extraction.structured import StructuredLLMExtractor, StructuredLLMReviewer
 from retold.models import SearchRequest, SessionKey
 from retold.retrieve.rewrite import HostedLLMQueryRewriter, RewriteError, rewrite_stage
 from retold.testing import FakeEmbedder, FakeRewriter

@@ -8,8 +8,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from retold.config import Config
-from retold.ingest.claim_lexicon import ANTONYMS, NEGATION_STEMS, canonical, stem_word
-from retold.ingest.equivalence import ConservativeJudge
+from retold.ingest.equivalence.claim_lexicon import ANTONYMS, NEGATION_STEMS, canonical, stem_word
+from retold.ingest.equivalence.judge import ConservativeJudge
 from retold.retrieve import lexical
 from retold.testing import FakeEmbedder
 

@@ -82,7 +82,7 @@ def seeded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path,
     ids = asyncio.run(_seed(db))  # before the extractor is faked, so that s2 is left to extract
     monkeypatch.setattr("retold.index.embedder.build_embedder", lambda config: FakeEmbedder())
     monkeypatch.setattr(
-        "retold.ingest.structured.extractor_from_config", lambda config: FakeExtractor(OUTPUT)
+        "retold.ingest.extraction.structured.extractor_from_config", lambda config: FakeExtractor(OUTPUT)
     )
     monkeypatch.setattr("retold.runtime._reviewer_from_config", lambda config: FakeReviewer())
     cfg.write_text("embedding:\n  model: fake-embedder\n  version: '1'\n  dims: 256\n")

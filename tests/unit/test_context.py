@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import retold
-from retold.ingest.request import WriteRequest
+from retold.ingest.write.request import WriteRequest
 from retold.models import SearchRequest
 from retold.retrieve.context import anchor_days
 from retold.retrieve.fusion import fuse

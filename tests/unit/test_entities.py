@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from retold.ingest.entities import merge_entities
+from retold.ingest.write.entities import merge_entities
 from retold.models import Entity, EntityMention, Scope
 from retold.util import new_id
 

@@ -18,7 +18,7 @@ import pytest
 
 from retold.config import Config
 from retold.errors import ConfigError, MissingExtraError
-from retold.ingest.equivalence import (
+from retold.ingest.equivalence.judge import (
     CONSERVATIVE_MODEL,
     ConservativeJudge,
     EquivalenceJudge,
@@ -496,7 +496,7 @@ def test_build_judge_builds_an_nli_judge_for_any_other_model_without_loading_it(
 
 def test_importing_the_judges_loads_no_model_library() -> None:
     code = (
-        "import json, sys, retold.ingest.equivalence; "
+        "import json, sys, retold.ingest.equivalence.judge; "
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
         "('torch', 'sentence_transformers', 'transformers'))))"
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from retold.ingest.evidence import NOTE_NOT_FOUND, NOTE_NOT_PROVIDED, NOTE_NOT_SUPPORTED, locate_quote
+from retold.ingest.write.evidence import NOTE_NOT_FOUND, NOTE_NOT_PROVIDED, NOTE_NOT_SUPPORTED, locate_quote
 from retold.models import Turn
 from retold.testing import FakeClock, FakeJudge
 
@@ -107,7 +107,7 @@ def test_locate_quote_requires_a_substantial_quote() -> None:
 
 
 def test_the_users_names_read_as_the_user_in_their_own_quote() -> None:
-    from retold.ingest.evidence import as_the_user
+    from retold.ingest.write.evidence import as_the_user
 
     assert as_the_user("Aditya's editor is vim; ADITYA likes it.", ["aditya", "u1"]) == (
         "The user's editor is vim; the user likes it."

@@ -13,7 +13,7 @@ import pytest
 
 from retold.config import Config
 from retold.errors import ConfigError, NotFoundError
-from retold.ingest.request import WriteRequest
+from retold.ingest.write.request import WriteRequest
 from retold.models import (
     Entity,
     EntityMention,

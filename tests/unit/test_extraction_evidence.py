@@ -1,6 +1,6 @@
 """The §17.2 evidence suite, run through both write paths: the memory_write tool and session extraction.
 
-Both paths apply one evidence rule (spec §6.6, ``retold.ingest.evidence``). They differ in
+Both paths apply one evidence rule (spec §6.6, ``retold.ingest.write.evidence``). They differ in
 one place on purpose, and the suite pins it: an explicit write with a missing or absent
 quote is stored as an expiring inference, while an extracted candidate — untrusted model
 output whose contract requires a verbatim quote (§8.3) — is rejected and logged (§8.2
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from retold.ingest.evidence import NOTE_NOT_FOUND, NOTE_NOT_PROVIDED
+from retold.ingest.write.evidence import NOTE_NOT_FOUND, NOTE_NOT_PROVIDED
 from retold.models import Record
 
 from .extraction_world import USER, XWorld, cand, make_xworld

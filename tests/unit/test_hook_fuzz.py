@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from retold.errors import InvalidArgumentError
-from retold.ingest.session import MAX_TURN_CHARS
+from retold.ingest.write.session import MAX_TURN_CHARS
 from retold.models import Principal, SessionKey
 
 from .slow import examples

@@ -20,8 +20,8 @@ from retold.hosted import (
     SchemaMismatchError,
     strict_object,
 )
-from retold.ingest.llm_judge import ENTAIL_SCORES, LLMJudge
-from retold.ingest.structured import (
+from retold.ingest.equivalence.llm import ENTAIL_SCORES, LLMJudge
+from retold.ingest.extraction.structured import (
     EXTRACTION_SCHEMA,
     REVIEW_SCHEMA,
     StructuredLLMExtractor,
@@ -214,7 +214,7 @@ def test_from_env_without_the_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatc
 
 
 def test_hosted_judge_is_chosen_by_provider_prefix(monkeypatch: pytest.MonkeyPatch) -> None:
-    from retold.ingest.equivalence import build_judge
+    from retold.ingest.equivalence.judge import build_judge
     from retold.testing import FakeEmbedder
 
     config = Config().override({"ingestion.equivalence.model": "anthropic:claude-haiku-4-5-20251001"})

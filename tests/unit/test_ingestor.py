@@ -10,7 +10,7 @@ import pytest
 
 import retold
 from retold.config import Config
-from retold.ingest.ingestor import WriteRequest
+from retold.ingest.write.ingestor import WriteRequest
 from retold.models import Principal, Scope
 from retold.testing import FakeClock, FakeEmbedder, FakeJudge
 
@@ -357,7 +357,7 @@ async def test_write_result_reports_every_stage_timing(world: World) -> None:
 
 
 async def test_reinforced_write_event_and_result_carry_every_write_stage(world: World) -> None:
-    from retold.ingest.request import WRITE_STAGES, WRITE_STAGES_PENDING
+    from retold.ingest.write.request import WRITE_STAGES, WRITE_STAGES_PENDING
 
     world.judge.table[(CONCISE, "Aditya likes concise answers.")] = "same"
     await world.write(CONCISE, evidence=await _user_said(world, "I prefer concise answers, always"))

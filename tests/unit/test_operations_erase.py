@@ -14,9 +14,9 @@ import pytest
 import retold
 from retold.config import Config
 from retold.errors import InvalidArgumentError, NotFoundError
-from retold.ingest.claim_parser import parse_claim
-from retold.ingest.conservative_judge import ConservativeJudge
-from retold.ingest.sources import source_for
+from retold.ingest.equivalence.claim_parser import parse_claim
+from retold.ingest.equivalence.conservative import ConservativeJudge
+from retold.ingest.write.sources import source_for
 from retold.models import EntityMention, Principal, Scope, SearchRequest, SessionInfo, SessionKey
 from retold.operations import Operations
 from retold.store.erase import ERASED_PAYLOAD

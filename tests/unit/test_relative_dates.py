@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from retold.ingest.temporal import find_expressions
+from retold.ingest.write.temporal import find_expressions
 
 CASES = [
     json.loads(line)

@@ -88,7 +88,7 @@ async def test_another_users_record_never_reaches_any_channel_or_the_log(tmp_pat
         await world.rt.host.grant("planner", Scope("user", "u2"), read=True, write=True)
         other = Principal("planner", "u2", "s2")
         await world.rt.hooks.on_session_start(other)
-        from retold.ingest.ingestor import WriteRequest
+        from retold.ingest.write.ingestor import WriteRequest
         from retold.models import EntityMention
 
         secret = await world.rt.ingestor.write(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from retold.errors import InvalidArgumentError
-from retold.ingest.session import base_session_id, split_session_id
+from retold.ingest.write.session import base_session_id, split_session_id
 from retold.models import MAX_ID_CHARS, Principal, SessionInfo, SessionKey
 
 from .writepath import World

@@ -7,7 +7,7 @@ from datetime import UTC, date, datetime, timedelta
 import pytest
 
 from retold.config import Config
-from retold.ingest.temporal import REVIEW_ACTOR, find_expressions, review_due, unsupported_fields
+from retold.ingest.write.temporal import REVIEW_ACTOR, find_expressions, review_due, unsupported_fields
 from retold.store import Store
 from retold.testing import FakeClock, record_for_tests
 from retold.util import parse_ts

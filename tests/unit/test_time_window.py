@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import retold
-from retold.ingest.request import WriteRequest
+from retold.ingest.write.request import WriteRequest
 from retold.models import SearchRequest
 from retold.retrieve.time_window import interleave, query_windows
 

@@ -28,7 +28,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from retold.ingest.request import Revision, WriteRequest
+from retold.ingest.write.request import Revision, WriteRequest
 from retold.models import EntityMention, Principal, Scope, SearchRequest
 from retold.tools import ERROR_CODES, TOOL_NAMES, limits
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from retold.ingest.batch import write_batch
-from retold.ingest.ingestor import WriteRequest
+from retold.ingest.write.batch import write_batch
+from retold.ingest.write.ingestor import WriteRequest
 from retold.models import Principal, Scope
 
 from .writepath import USER, World

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import retold
-from retold.ingest.request import RETRY, Refused, WriteRequest
+from retold.ingest.write.request import RETRY, Refused, WriteRequest
 from retold.models import Scope
 from retold.testing import FakeEmbedder, FakeJudge
 from retold.util import Timer

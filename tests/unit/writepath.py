@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import retold
-from retold.ingest.ingestor import WriteRequest, WriteResult
+from retold.ingest.write.ingestor import WriteRequest, WriteResult
 from retold.models import EntityMention, Principal, Record, Scope, SessionKey
 from retold.testing import FakeClock, FakeEmbedder, FakeJudge
 

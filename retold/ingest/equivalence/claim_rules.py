@@ -1,8 +1,8 @@
 """The conservative judge's rules: when two parsed claims provably agree, conflict, or support.
 
 Why a module of its own: these are the judge's decisions, stated as named, testable rules
-over :class:`~retold.ingest.claim_parser.ParsedClaim` values, with no embedder, model or
-state. :class:`~retold.ingest.conservative_judge.ConservativeJudge` combines them with the
+over :class:`~retold.ingest.equivalence.claim_parser.ParsedClaim` values, with no embedder, model or
+state. :class:`~retold.ingest.equivalence.conservative.ConservativeJudge` combines them with the
 embedder's cosine; keeping them apart lets the rules be read (and changed) without the
 caching and threading around them.
 
@@ -21,7 +21,7 @@ import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from retold.ingest.claim_lexicon import (
+from retold.ingest.equivalence.claim_lexicon import (
     ADDITIVE_NAMES,
     ANTONYMS,
     EVENT,
@@ -36,7 +36,7 @@ from retold.ingest.claim_lexicon import (
     VERBS,
     stem_word,
 )
-from retold.ingest.claim_parser import ParsedClaim, Token
+from retold.ingest.equivalence.claim_parser import ParsedClaim, Token
 
 __all__ = ["Entailment", "contradiction_reason", "entailment_evidence", "same_reason"]
 

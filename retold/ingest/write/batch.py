@@ -28,13 +28,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from retold.ingest.request import RETRY, Plan, Refused, WriteRequest, WriteResult, stage_timings
-from retold.ingest.sources import source_user
+from retold.ingest.write.request import RETRY, Plan, Refused, WriteRequest, WriteResult, stage_timings
+from retold.ingest.write.sources import source_user
 from retold.models import Entity, Principal, Record, Scope
 from retold.util import Timer
 
 if TYPE_CHECKING:
-    from retold.ingest.ingestor import Ingestor
+    from retold.ingest.write.ingestor import Ingestor
     from retold.store import Store
 
 __all__ = ["BatchError", "Overlay", "write_batch"]

@@ -8,7 +8,7 @@ No PyPI package ships an NLI model (docs: MODELS.md), so three judges are planne
   and ``contradicts`` only with a reason naming the rule and the differing words.
 * :class:`NLICrossEncoderJudge` — a local sentence-transformers NLI cross-encoder such as
   ``cross-encoder/nli-deberta-v3-small`` for users who have one in their model cache.
-* :class:`~retold.ingest.llm_judge.LLMJudge` — a hosted model through the CompletionClient,
+* :class:`~retold.ingest.equivalence.llm.LLMJudge` — a hosted model through the CompletionClient,
   chosen by naming it ``<provider>:<model>`` (see :func:`build_judge`).
 
 Judges run in worker threads (``anyio.to_thread``), so each keeps no mutable state except
@@ -20,20 +20,20 @@ plus the reason and scores its events record, together with :func:`judge_identit
     score = judge.entails(evidence_quote, new.content)   # compared with ingestion.evidence.entail_floor
 
 This module is the public surface and the only one callers import from. The rest lives in
-one module per job: :mod:`~retold.ingest.verdicts` (:class:`JudgeDecision`),
-:mod:`~retold.ingest.conservative_judge` and :mod:`~retold.ingest.nli_judge` (the judges),
-and the conservative judge's text analysis in :mod:`~retold.ingest.claim_lexicon` (word
-lists, stemmer), :mod:`~retold.ingest.claim_parser` (text -> parsed claim) and
-:mod:`~retold.ingest.claim_rules` (contradiction / same / entailment rules).
+one module per job: :mod:`~retold.ingest.equivalence.verdicts` (:class:`JudgeDecision`),
+:mod:`~retold.ingest.equivalence.conservative` and :mod:`~retold.ingest.equivalence.nli` (the judges),
+and the conservative judge's text analysis in :mod:`~retold.ingest.equivalence.claim_lexicon` (word
+lists, stemmer), :mod:`~retold.ingest.equivalence.claim_parser` (text -> parsed claim) and
+:mod:`~retold.ingest.equivalence.claim_rules` (contradiction / same / entailment rules).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from retold.ingest.conservative_judge import CONSERVATIVE_MODEL, ConservativeJudge
-from retold.ingest.nli_judge import NLICrossEncoderJudge
-from retold.ingest.verdicts import JudgeDecision
+from retold.ingest.equivalence.conservative import CONSERVATIVE_MODEL, ConservativeJudge
+from retold.ingest.equivalence.nli import NLICrossEncoderJudge
+from retold.ingest.equivalence.verdicts import JudgeDecision
 from retold.models import EquivalenceJudge
 
 if TYPE_CHECKING:
@@ -85,7 +85,7 @@ def build_judge(config: Config, embedder: Any) -> EquivalenceJudge:
     eq = config.ingestion.equivalence
     if eq.model == CONSERVATIVE_MODEL:
         return ConservativeJudge(embedder, same_cosine=eq.same_cosine)
-    from retold.ingest.llm_judge import LLMJudge, hosted_judge_model
+    from retold.ingest.equivalence.llm import LLMJudge, hosted_judge_model
 
     if hosted_judge_model(eq.model) is not None:  # "<provider>:<model>": the hosted LLMJudge
         return LLMJudge.from_config(config)

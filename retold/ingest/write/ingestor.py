@@ -21,11 +21,11 @@ import numpy as np
 
 from retold.config import Config
 from retold.errors import InvalidArgumentError, NotFoundError
-from retold.ingest.entities import principal_entity, resolve_entities
-from retold.ingest.equivalence import decide
-from retold.ingest.evidence import EvidenceOutcome, assess_evidence
-from retold.ingest.persist import Persister
-from retold.ingest.request import (
+from retold.ingest.equivalence.judge import decide
+from retold.ingest.write.entities import principal_entity, resolve_entities
+from retold.ingest.write.evidence import EvidenceOutcome, assess_evidence
+from retold.ingest.write.persist import Persister
+from retold.ingest.write.request import (
     RETRY,
     WRITE_STAGES,
     Plan,
@@ -36,8 +36,8 @@ from retold.ingest.request import (
     fail,
     stage_timings,
 )
-from retold.ingest.sources import source_for, source_user
-from retold.ingest.supersession import Decision, Judged, decide_current_fact, scan_window
+from retold.ingest.write.sources import source_for, source_user
+from retold.ingest.write.supersession import Decision, Judged, decide_current_fact, scan_window
 from retold.models import (
     RECORD_TYPES,
     SOURCE_KINDS,
@@ -56,11 +56,11 @@ from retold.store import Store
 from retold.util import Clock, Timer, new_id, normalize_attribute, normalize_ws
 
 if TYPE_CHECKING:
-    from retold.ingest.batch import Overlay
+    from retold.ingest.write.batch import Overlay
 
 __all__ = ["Ingestor", "WriteRequest", "WriteResult"]
 
-STAGES = WRITE_STAGES  # the write path's stages, defined once in retold.ingest.request
+STAGES = WRITE_STAGES  # the write path's stages, defined once in retold.ingest.write.request
 
 
 WRITE_ATTEMPTS = 4
@@ -171,7 +171,7 @@ class Ingestor:
 
         The first half of a write: every model call (embedding, judge) happens here, so a
         caller can plan several candidates and commit them in one transaction afterwards
-        (:mod:`retold.ingest.batch`). ``overlay`` carries the effects of earlier plans of
+        (:mod:`retold.ingest.write.batch`). ``overlay`` carries the effects of earlier plans of
         the same batch, so a later candidate is decided against them too.
         """
         return await self._plan(principal, request, timer, overlay=overlay)

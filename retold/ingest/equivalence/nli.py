@@ -5,7 +5,7 @@ the conservative judge, for users who have an NLI checkpoint (such as
 ``cross-encoder/nli-deberta-v3-small``) in their model cache. It shares nothing with the
 rule-based judge but the verdict type, and it keeps the optional ``sentence-transformers``
 dependency in one place: the library is imported only when the model first loads, so
-importing this module (or :mod:`retold.ingest.equivalence`) loads no model library.
+importing this module (or :mod:`retold.ingest.equivalence.judge`) loads no model library.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from retold.errors import ConfigError, MissingExtraError
-from retold.ingest.conservative_judge import CONSERVATIVE_MODEL
-from retold.ingest.verdicts import JudgeDecision
+from retold.ingest.equivalence.conservative import CONSERVATIVE_MODEL
+from retold.ingest.equivalence.verdicts import JudgeDecision
 from retold.models import Verdict
 
 __all__ = ["NLICrossEncoderJudge"]

@@ -16,9 +16,9 @@ import anyio
 import numpy as np
 
 from retold.config import Config
-from retold.ingest.entities import materialize
-from retold.ingest.equivalence import judge_identity
-from retold.ingest.request import (
+from retold.ingest.equivalence.judge import judge_identity
+from retold.ingest.write.entities import materialize
+from retold.ingest.write.request import (
     RETRY,
     WRITE_STAGES,
     WRITE_STAGES_PENDING,
@@ -28,7 +28,7 @@ from retold.ingest.request import (
     fail,
     stage_timings,
 )
-from retold.ingest.supersession import Decision
+from retold.ingest.write.supersession import Decision
 from retold.models import EquivalenceJudge, Record, RecordSource, Resolution
 from retold.policy import lifecycle
 from retold.store import Store

@@ -3,8 +3,8 @@
 Why a module of its own: tokenising (contractions, compounds, British spellings, multi-word
 phrases) and reading each token's role (negation cue, hedge, value kind, the speaker, a
 be-verb, a preposition) is one job, separate from deciding what two parses mean together
-(:mod:`retold.ingest.claim_rules`) and from the word lists it reads
-(:mod:`retold.ingest.claim_lexicon`).
+(:mod:`retold.ingest.equivalence.claim_rules`) and from the word lists it reads
+(:mod:`retold.ingest.equivalence.claim_lexicon`).
 
 Everything here is deterministic and pure; :func:`parse_claim` is cached by
 ``functools.lru_cache``, which is thread-safe, so judges in worker threads share it.
@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from retold.ingest.claim_lexicon import (
+from retold.ingest.equivalence.claim_lexicon import (
     AMBIGUOUS_MONTHS,
     ARTICLES,
     AUX,

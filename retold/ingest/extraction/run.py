@@ -1,7 +1,7 @@
 """One session-extraction run (spec §8.2): its state, its fail-closed stages and its result.
 
-The store-facing stages in :mod:`retold.ingest.extraction` and the candidate checks in
-:mod:`retold.ingest.candidate_validation` advance the same :class:`ExtractionRun`, fail
+The store-facing stages in :mod:`retold.ingest.extraction.stages` and the candidate checks in
+:mod:`retold.ingest.extraction.candidates` advance the same :class:`ExtractionRun`, fail
 it the same way and report through the same :class:`ExtractionResult`. That shared core
 lives here so that neither stage module has to import the other.
 """
@@ -20,7 +20,7 @@ import anyio.to_thread
 
 from retold.errors import RetoldError, StoreError
 from retold.hosted import SchemaMismatchError
-from retold.ingest.request import WriteResult
+from retold.ingest.write.request import WriteResult
 from retold.models import (
     CandidateRecord,
     ExtractionContext,
@@ -50,7 +50,7 @@ __all__ = [
 ]
 
 # One logger for all of session extraction, whichever module a stage lives in.
-logger = logging.getLogger("retold.ingest.extraction")
+logger = logging.getLogger("retold.ingest.extraction.stages")
 
 EXTRACTION_ACTOR = "extractor"
 

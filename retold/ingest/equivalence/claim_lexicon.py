@@ -1,7 +1,7 @@
 """The English the conservative judge reads: word lists, curated synonyms and antonyms, and a stemmer.
 
-Why a module of its own: the claim parser (:mod:`retold.ingest.claim_parser`) and the rules
-(:mod:`retold.ingest.claim_rules`) both look words up here, and the tables are data that
+Why a module of its own: the claim parser (:mod:`retold.ingest.equivalence.claim_parser`) and the rules
+(:mod:`retold.ingest.equivalence.claim_rules`) both look words up here, and the tables are data that
 grows on its own schedule (a new antonym pair, a tool name, a British spelling) while the
 code that reads them stays put. Keeping them apart keeps each module reviewable.
 

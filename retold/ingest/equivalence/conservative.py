@@ -2,10 +2,10 @@
 
 Why a module of its own: :class:`ConservativeJudge` is the one stateful piece of the
 conservative judge, the embedder and a bounded, lock-guarded text->vector LRU, wrapped
-around the pure rules in :mod:`retold.ingest.claim_rules` (which read claims parsed by
-:mod:`retold.ingest.claim_parser`). It is selected by ``ingestion.equivalence.model =
+around the pure rules in :mod:`retold.ingest.equivalence.claim_rules` (which read claims parsed by
+:mod:`retold.ingest.equivalence.claim_parser`). It is selected by ``ingestion.equivalence.model =
 "retold/conservative-judge-v1"`` (:data:`CONSERVATIVE_MODEL`) and built by
-:func:`retold.ingest.equivalence.build_judge`; import it from there.
+:func:`retold.ingest.equivalence.judge.build_judge`; import it from there.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from retold.ingest.claim_parser import parse_claim
-from retold.ingest.claim_rules import contradiction_reason, entailment_evidence, same_reason
-from retold.ingest.verdicts import JudgeDecision
+from retold.ingest.equivalence.claim_parser import parse_claim
+from retold.ingest.equivalence.claim_rules import contradiction_reason, entailment_evidence, same_reason
+from retold.ingest.equivalence.verdicts import JudgeDecision
 from retold.models import Verdict
 
 __all__ = ["CONSERVATIVE_MODEL", "ConservativeJudge"]

@@ -8,8 +8,8 @@ from typing import Any, Literal
 
 import numpy as np
 
-from retold.ingest.evidence import EvidenceOutcome
-from retold.ingest.supersession import Decision, Judged
+from retold.ingest.write.evidence import EvidenceOutcome
+from retold.ingest.write.supersession import Decision, Judged
 from retold.models import Entity, EntityMention, Record, RecordSource, Resolution, Scope
 
 __all__ = [
@@ -122,7 +122,7 @@ class Plan:
     notes: list[str]
     ambiguous: list[Resolution]
     revision_reason: str | None = None  # set for a memory_revise supersede (manual_revision)
-    source: RecordSource | None = None  # what this write contributes (retold.ingest.sources)
+    source: RecordSource | None = None  # what this write contributes (retold.ingest.write.sources)
     # records_version the decision read (None: not checked). A live record of the same fact
     # written after it, by any process, means the decision is stale: decide again.
     seen_version: int | None = None

@@ -6,8 +6,8 @@ every stage. :mod:`retold.graph_nodes.extraction` wires them into a compiled Lan
 graph; each stage is testable without it. This module holds the stages that talk to the
 store and the extractor and re-exports the rest, so it stays the one place to import
 them from: the candidate checks (``validate``, ``review``, ``revalidate``) live in
-:mod:`retold.ingest.candidate_validation`, the run's state and result in
-:mod:`retold.ingest.extraction_run`.
+:mod:`retold.ingest.extraction.candidates`, the run's state and result in
+:mod:`retold.ingest.extraction.run`.
 
 The rules that make extraction safe:
 
@@ -15,7 +15,7 @@ The rules that make extraction safe:
   is never taken over, an expired unfinished one is (``extraction.reclaimed``), and an
   extracted session runs again only when forced (``extraction.rerun``).
 * **Nothing untrusted reaches the reviewer or the store unchecked.** See
-  :mod:`retold.ingest.candidate_validation`.
+  :mod:`retold.ingest.extraction.candidates`.
 * **Fail closed, all or nothing.** Model calls (extractor, reviewer, judge, embedder)
   all happen before the one write transaction that holds every candidate, the summary,
   ``extracted_at`` and the ``extraction.run`` event. A timeout, an invalid model reply
@@ -32,9 +32,8 @@ import time
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from retold.ingest.batch import BatchError, write_batch
-from retold.ingest.candidate_validation import revalidate, review, validate
-from retold.ingest.extraction_run import (
+from retold.ingest.extraction.candidates import revalidate, review, validate
+from retold.ingest.extraction.run import (
     CandidateState,
     ExtractionResult,
     ExtractionRun,
@@ -44,7 +43,8 @@ from retold.ingest.extraction_run import (
     run_result,
     stage,
 )
-from retold.ingest.request import WriteRequest, WriteResult
+from retold.ingest.write.batch import BatchError, write_batch
+from retold.ingest.write.request import WriteRequest, WriteResult
 from retold.models import (
     CandidateRecord,
     EntityMention,

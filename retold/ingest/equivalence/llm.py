@@ -22,7 +22,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from retold.hosted import API_KEY_ENV, CompletionClient, StructuredCompleter, load_prompt, strict_object
-from retold.ingest.verdicts import JudgeDecision
+from retold.ingest.equivalence.verdicts import JudgeDecision
 from retold.models import Verdict
 
 if TYPE_CHECKING:

@@ -5,7 +5,7 @@ untrusted model output is checked: the envelope (evidence located in the named t
 destination scope, primary entity) before the reviewer sees a candidate, and the whole
 candidate again, with evidence entailment and temporal support, after it. A revision may
 narrow content, attribute, temporal metadata and source kind, nothing else. They read
-the store but never write it; :mod:`retold.ingest.extraction` writes what survives.
+the store but never write it; :mod:`retold.ingest.extraction.stages` writes what survives.
 """
 
 from __future__ import annotations
@@ -19,9 +19,7 @@ import anyio
 import anyio.to_thread
 
 from retold.errors import InvalidArgumentError, NotFoundError
-from retold.ingest.entities import principal_entity, resolve_entities
-from retold.ingest.evidence import as_the_user, locate_quote
-from retold.ingest.extraction_run import (
+from retold.ingest.extraction.run import (
     CandidateState,
     ExtractionRun,
     StageFailure,
@@ -29,7 +27,9 @@ from retold.ingest.extraction_run import (
     model_identity,
     stage,
 )
-from retold.ingest.temporal import unsupported_fields
+from retold.ingest.write.entities import principal_entity, resolve_entities
+from retold.ingest.write.evidence import as_the_user, locate_quote
+from retold.ingest.write.temporal import unsupported_fields
 from retold.models import (
     ENTITY_KINDS,
     RECORD_TYPES,

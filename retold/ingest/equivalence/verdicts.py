@@ -1,9 +1,9 @@
 """The shape of a judge's answer: :class:`JudgeDecision`, a verdict with its reason and scores.
 
-Why a module of its own: every judge (:mod:`retold.ingest.conservative_judge`,
-:mod:`retold.ingest.nli_judge`) returns it and :mod:`retold.ingest.equivalence` (which
+Why a module of its own: every judge (:mod:`retold.ingest.equivalence.conservative`,
+:mod:`retold.ingest.equivalence.nli`) returns it and :mod:`retold.ingest.equivalence.judge` (which
 re-exports it, and imports the judges) consumes it. Defining it here, below all of them,
-keeps the imports one-way with no cycle. Import it from :mod:`retold.ingest.equivalence`.
+keeps the imports one-way with no cycle. Import it from :mod:`retold.ingest.equivalence.judge`.
 """
 
 from __future__ import annotations

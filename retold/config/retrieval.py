@@ -1,0 +1,423 @@
+"""Config blocks for search: rewriting, triggers, the relevance gate, freshness (spec §2.3)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import Field
+
+from retold.config.base import (
+    _HAIKU,
+    Provider,
+    SourceKind,
+    Trigger,
+    _Block,
+    _Flag,
+    _Name,
+    _NonNegativeInt,
+    _PositiveInt,
+    _Unit,
+)
+
+# --------------------------------------------------------------------------- 2.3 retrieval
+
+
+class RewriteConfig(_Block):
+    """Optional hosted query rewriting from the current turn (spec §2.3, §10.0)."""
+
+    enabled: _Flag = Field(
+        False,
+        description=(
+            "Rewrites the query from the last user and assistant turns before searching. Off by "
+            "default because the hosted call sits on the hot path."
+        ),
+    )
+    provider: Provider = Field("anthropic", description="The hosted API the rewrite model is called through.")
+    model: _Name = Field(_HAIKU, description="The hosted rewrite model.")
+    max_context_chars: _PositiveInt = Field(
+        2000,
+        description="Caps the current-turn context sent to the rewrite model. Integer >= 1.",
+    )
+    timeout_ms: _PositiveInt = Field(
+        800,
+        description=(
+            "Bounds the wait; on timeout the raw query is used (rewrite_status = failed). Integer >= 1."
+        ),
+    )
+    max_output_tokens: _PositiveInt = Field(
+        512, description="Caps the one structured completion (a short JSON list). Integer >= 1."
+    )
+
+
+class TriggerConfig(_Block):
+    """Who calls memory_search: the model, the host, or both (spec §2.3, §14.1)."""
+
+    mode: Literal["tool_only", "auto", "hybrid"] = Field(
+        "tool_only",
+        description=(
+            "tool_only: the model searches through its tool; auto: the host searches once per user "
+            "turn; hybrid: both. The pipeline, gate and log are identical in every mode."
+        ),
+    )
+    auto_k: _PositiveInt = Field(
+        4,
+        description=(
+            "k for host-issued searches; smaller than default_k because nobody asked for those "
+            "results. Integer >= 1."
+        ),
+    )
+    auto_min_query_chars: _NonNegativeInt = Field(
+        12,
+        description=(
+            "Host-issued search is skipped for user turns shorter than this after whitespace "
+            'normalization ("ok" is not a query). Integer >= 0; 0 never skips.'
+        ),
+    )
+
+
+class DenseFloors(_Block):
+    """Lowest cosine a dense-only candidate of each record type needs (spec §10.5).
+
+    Per type because long episodic summaries score lower against short queries than short
+    semantic facts do; ``session_summary`` applies to generated session summaries instead of
+    the episodic floor.
+    """
+
+    # For sentence-transformers/all-MiniLM-L6-v2, embedding.version "1", with rrf_k 10. The
+    # episodic, lexical and relative floors are calibrated on LoCoMo (benchmarks/calibrate_gate.py,
+    # docs/benchmarks.md); LoCoMo holds only episodes, so semantic and procedural keep the
+    # spec's values, which keep clear MiniLM matches of short facts (cosine 0.46-0.55), and the
+    # summary floor keeps the spec's +0.10 over episodes. Recalibrate after any embedder change.
+    semantic: _Unit = Field(0.45, description="Dense floor for semantic records. In [0, 1].")
+    episodic: _Unit = Field(0.575, description="Dense floor for episodic records. In [0, 1].")
+    procedural: _Unit = Field(0.45, description="Dense floor for procedural records. In [0, 1].")
+    session_summary: _Unit = Field(
+        0.675,
+        description=(
+            "Dense floor for generated session summaries, the longest and broadest records and the "
+            "likeliest pollution source. In [0, 1]."
+        ),
+    )
+
+    def for_record(self, record_type: str, source_kind: str | None = None) -> float:
+        """The floor for one candidate: session summaries use their own, others their type's."""
+        if source_kind == "session_summary":
+            return self.session_summary
+        floor = {"semantic": self.semantic, "episodic": self.episodic, "procedural": self.procedural}.get(
+            record_type
+        )
+        if floor is None:
+            raise ValueError(f"no dense floor for record type {record_type!r}")
+        return floor
+
+
+class AutoDenseFloors(DenseFloors):
+    """The stricter dense floors for host-issued searches (spec §2.3 ``gate.auto.dense_floor``)."""
+
+    semantic: _Unit = Field(0.55, description="Dense floor for semantic records, auto trigger. In [0, 1].")
+    episodic: _Unit = Field(0.625, description="Dense floor for episodic records, auto trigger. In [0, 1].")
+    procedural: _Unit = Field(
+        0.55, description="Dense floor for procedural records, auto trigger. In [0, 1]."
+    )
+    session_summary: _Unit = Field(
+        0.625, description="Dense floor for session summaries, auto trigger. In [0, 1]."
+    )
+
+
+_LEXICAL_FRACTION = "Fraction of query terms a lexical-only candidate must contain. In [0, 1]."
+_LEXICAL_MATCHED = (
+    "Fewest matched terms a lexical-only candidate needs unless one is an entity alias or an identifier "
+    "token, so a one-word query cannot admit every record that mentions it. Integer >= 1."
+)
+_CONTEXT = (
+    "A candidate of the same-day context pass (retrieval.context_anchors) that clears no other floor "
+    "still passes when a survivor shares its event day and its cosine is at least this; it can "
+    "enlarge an answer, never make an empty one non-empty. 1 turns it off. In [0, 1]."
+)
+_RELATIVE = (
+    "Drops survivors whose fused score is below this fraction of the strongest survivor with the same "
+    "number of contributing channels; entity hits are exempt. In [0, 1]."
+)
+
+
+class StatementFloors(_Block):
+    """Stricter auto floors for a turn that asks nothing (retold.retrieve.query_kind).
+
+    Calibrated on LoCoMo's tuning half (docs/benchmarks.md): most turns a host searches state
+    something and need no memory; raising their floors halves ordinary-turn injection while
+    the floors for questions stay where answerable questions need them.
+    """
+
+    dense_offset: _Unit = Field(
+        0.1,
+        description=(
+            "Added to every auto dense floor (capped at 1) when no query of the search asks a "
+            "question. In [0, 1]."
+        ),
+    )
+    lexical_min_term_fraction: _Unit = Field(
+        1.0,
+        description=(
+            "Fraction of the terms a lexical-only candidate must contain when the search asks "
+            "nothing (replaces the auto value). In [0, 1]."
+        ),
+    )
+
+
+class AutoGateConfig(_Block):
+    """Replaces every gate floor for a host-issued search and excludes source kinds (spec §10.5)."""
+
+    dense_floor: AutoDenseFloors = Field(
+        default_factory=AutoDenseFloors, description="Per-type dense floors for host-issued searches."
+    )
+    lexical_min_term_fraction: _Unit = Field(0.5, description=_LEXICAL_FRACTION)
+    lexical_min_matched_terms: _PositiveInt = Field(2, description=_LEXICAL_MATCHED)
+    relative_floor: _Unit = Field(0.0, description=_RELATIVE)
+    context_floor: _Unit = Field(0.3, description=_CONTEXT)
+    exclude_source_kinds: tuple[SourceKind, ...] = Field(
+        ("session_summary",),
+        description=(
+            "Source kinds rejected before the floors for host-issued searches; generated summaries "
+            "are broad and should not arrive unasked."
+        ),
+    )
+    statements: StatementFloors = Field(
+        default_factory=StatementFloors,
+        description="How the floors above rise for a host-issued search of a turn that asks nothing.",
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class GateFloors:
+    """The gate settings that apply to one search, whichever trigger issued it.
+
+    Returned by :meth:`GateConfig.floors_for` so the gate never branches on the trigger.
+    """
+
+    dense_floor: DenseFloors
+    lexical_min_term_fraction: float
+    lexical_min_matched_terms: int
+    relative_floor: float
+    exclude_source_kinds: tuple[SourceKind, ...]
+    query_kind: str = "any"  # "question" or "statement" for auto floors, which depend on it
+    context_floor: float = 1.0  # lowest cosine for a context candidate beside a survivor
+
+    def opened(self) -> GateFloors:
+        """Every relevance floor at zero, the source-kind policy kept: a search that asked for no gate."""
+        return GateFloors(
+            dense_floor=DenseFloors(semantic=0.0, episodic=0.0, procedural=0.0, session_summary=0.0),
+            lexical_min_term_fraction=0.0,
+            lexical_min_matched_terms=1,
+            relative_floor=0.0,
+            exclude_source_kinds=self.exclude_source_kinds,
+            query_kind=self.query_kind,
+            context_floor=0.0,
+        )
+
+    def for_request(self, gate: bool) -> GateFloors:
+        """These floors, or :meth:`opened` ones when the request turned the gate off."""
+        return self if gate else self.opened()
+
+
+class GateConfig(_Block):
+    """Absolute and relative floors that let a search come back empty (spec §2.3, §10.5)."""
+
+    dense_floor: DenseFloors = Field(
+        default_factory=DenseFloors, description="Per-type dense floors for model-issued searches."
+    )
+    lexical_min_term_fraction: _Unit = Field(0.34, description=_LEXICAL_FRACTION)
+    lexical_min_matched_terms: _PositiveInt = Field(2, description=_LEXICAL_MATCHED)
+    relative_floor: _Unit = Field(0.0, description=_RELATIVE)
+    context_floor: _Unit = Field(0.2, description=_CONTEXT)
+    auto: AutoGateConfig = Field(
+        default_factory=AutoGateConfig,
+        description="Replaces every floor above for host-issued (auto) searches.",
+    )
+
+    def floors_for(self, trigger: Trigger, *, asks: bool = True) -> GateFloors:
+        """The floors a search issued by ``trigger`` must clear: ``auto`` uses ``gate.auto``,
+        raised by ``gate.auto.statements`` when the search asks nothing (``asks`` false)."""
+        if trigger == "auto":
+            auto = self.auto
+            dense, fraction = auto.dense_floor, auto.lexical_min_term_fraction
+            if not asks:
+                offset = auto.statements.dense_offset
+                dense = AutoDenseFloors(**{t: min(1.0, v + offset) for t, v in dense.model_dump().items()})
+                fraction = auto.statements.lexical_min_term_fraction
+            return GateFloors(
+                dense_floor=dense,
+                lexical_min_term_fraction=fraction,
+                lexical_min_matched_terms=auto.lexical_min_matched_terms,
+                relative_floor=auto.relative_floor,
+                exclude_source_kinds=auto.exclude_source_kinds,
+                query_kind="question" if asks else "statement",
+                context_floor=auto.context_floor,
+            )
+        if trigger == "tool":
+            return GateFloors(
+                dense_floor=self.dense_floor,
+                lexical_min_term_fraction=self.lexical_min_term_fraction,
+                lexical_min_matched_terms=self.lexical_min_matched_terms,
+                relative_floor=self.relative_floor,
+                exclude_source_kinds=(),
+                context_floor=self.context_floor,
+            )
+        raise ValueError(f"trigger must be 'tool' or 'auto', not {trigger!r}")
+
+
+class FreshnessConfig(_Block):
+    """Score decay for episodic records by event age (spec §2.3, §10.4)."""
+
+    episodic_half_life_days: float = Field(
+        30.0,
+        gt=0,
+        strict=True,
+        allow_inf_nan=False,
+        description=(
+            "Halves an episodic record's score for every this many days of event age; semantic and "
+            "procedural records do not decay. A number > 0."
+        ),
+    )
+    floor: float = Field(
+        0.5,
+        gt=0.0,
+        le=1.0,
+        strict=True,
+        allow_inf_nan=False,
+        description="The lowest decay multiplier, so old episodes fade but never vanish. In (0, 1].",
+    )
+
+
+class RetrievalConfig(_Block):
+    """Search: candidate generation, fusion, gate, dedup and the response budget (spec §2.3, §10)."""
+
+    rewrite: RewriteConfig = Field(default_factory=RewriteConfig, description="Hosted query rewriting.")
+    trigger: TriggerConfig = Field(default_factory=TriggerConfig, description="Who issues searches.")
+    per_generator_k: _PositiveInt = Field(
+        30,
+        description=(
+            "Top records each candidate generator (dense, lexical, entity) hands to fusion; raising it "
+            "raises work in every later stage. Integer >= 1."
+        ),
+    )
+    max_alias_tokens: _PositiveInt = Field(
+        4,
+        description=(
+            "Bounds each query-derived entity alias to this many whitespace tokens, so a long pasted "
+            "query cannot exhaust SQLite bound parameters. Integer >= 1."
+        ),
+    )
+    entity_max_share: _Unit = Field(
+        0.1,
+        description=(
+            "An entity named in the query selects records only while it is linked to at most "
+            "per_generator_k eligible records or this share of them; a broader one (a speaker in every "
+            "other turn) is searched as a plain word, with no entity hit and no gate exemption. In [0, 1]."
+        ),
+    )
+    focus_queries: bool = Field(
+        True,
+        description=(
+            "Names of entities too broad to select (entity_max_share) or of the searcher themselves "
+            "are left out of the text the dense channel embeds and of the full-text query: they "
+            "cannot tell records apart, and in a small embedding model they outweigh the words that "
+            "can. The search log records the dense query text. true or false."
+        ),
+    )
+    time_windows: bool = Field(
+        True,
+        description=(
+            "A date or period the query names ('on May 8, 2022', 'in October 2023', 'last week', read "
+            "against the search's clock) makes the dense channel rank the best records whose event "
+            "time falls in it alongside its global best, alternating. No filter: records outside "
+            "still rank. true or false."
+        ),
+    )
+    time_window_slack_days: int = Field(
+        1,
+        ge=0,
+        le=31,
+        description=(
+            "Days added on each side of a named date's window: a turn dated the 5th that says "
+            "'yesterday' happened on the 4th. Integer from 0 to 31."
+        ),
+    )
+    context_anchors: int = Field(
+        3,
+        ge=0,
+        le=20,
+        description=(
+            "Same-day context: the event days of this many best candidates after a first fusion get "
+            "a second dense pass, whose best records join fusion as one more list "
+            "(retold.retrieve.context). 0 turns it off. Integer from 0 to 20."
+        ),
+    )
+    context_k: int = Field(
+        10,
+        ge=0,
+        le=100,
+        description="Records the same-day context pass hands to fusion. Integer from 0 to 100.",
+    )
+    context_max_records: _PositiveInt = Field(
+        300,
+        description=(
+            "The context pass is skipped when the anchor days hold more eligible records than this: "
+            "a day that busy (a bulk import) says nothing about what belongs together, and ranking "
+            "it would cost the search more than it gives. Integer >= 1."
+        ),
+    )
+    context_weight: _Unit = Field(
+        0.5,
+        description=(
+            "Weight of the context list in fusion (the other lists count 1): context lifts a record "
+            "beside a match without outranking the matches. In [0, 1]."
+        ),
+    )
+    time_window_max_records: _PositiveInt = Field(
+        2000,
+        description=(
+            "A date window holding more eligible records than this is not preferred (a year over a "
+            "large store): no preference at a real cost. Integer >= 1."
+        ),
+    )
+    common_term_min_records: _PositiveInt = Field(
+        2000,
+        description=(
+            "Lexical pruning starts once the searcher's readable scopes hold at least this many indexed "
+            "records; below it every query word is searched. Integer >= 1."
+        ),
+    )
+    common_term_share: _Unit = Field(
+        0.1,
+        description=(
+            "With pruning on, a plain query word found in more than this share of those records is left "
+            "out of the full-text query: it barely ranks (BM25 IDF at most ln 9 at 10 %) yet would make "
+            "the index score every row containing it. It still counts toward gate coverage, dense "
+            "retrieval still sees it, identifiers, entity aliases and phrases are always searched, and "
+            "when every word is that common the rarest is searched alone. 1 turns pruning off. In [0, 1]."
+        ),
+    )
+    rrf_k: _PositiveInt = Field(
+        10,
+        description=(
+            "The fusion constant: each list a record is in adds 1 / (rrf_k + rank). The spec's 60 lets "
+            "two middling ranks outvote one channel's best; 10 was measured for MiniLM on LoCoMo "
+            "(docs/benchmarks.md). Integer >= 1."
+        ),
+    )
+    default_k: _PositiveInt = Field(
+        8, description="Records a search returns when the caller omits SearchRequest.k. Integer >= 1."
+    )
+    token_budget: _PositiveInt = Field(
+        1500,
+        description=(
+            "Token ceiling on the tool result; filling stops at default_k or this, whichever comes "
+            "first. Integer >= 1."
+        ),
+    )
+    dedup_cosine: _Unit = Field(
+        0.92, description="Drops a survivor this similar to a record already kept. In [0, 1]."
+    )
+    gate: GateConfig = Field(default_factory=GateConfig, description="The relevance gate.")
+    freshness: FreshnessConfig = Field(default_factory=FreshnessConfig, description="Episodic decay.")
