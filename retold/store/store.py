@@ -207,11 +207,14 @@ class Store(
         *,
         links: Sequence[tuple[str, str]] = (),
         source: RecordSource | None = None,
+        embedding: tuple[str, str, np.ndarray] | None = None,
     ) -> int:
         """Insert a record with its entity links, FTS row and source; return its ``index_version``.
 
         ``links`` are ``(entity_id, role)`` pairs; the record's ``entity_ids`` are set from them.
         ``source`` is the observation that created it (its ``origin`` becomes ``source_origin``).
+        ``embedding`` (model, version, vector) is stored under the same ``index_version``, as
+        :meth:`put_embedding` would, without a second version of the store for one write.
         """
         async with self.db.transaction():
             version = await self._bump()
@@ -233,6 +236,8 @@ class Store(
                     (record.id, entity_id, role),
                 )
             await self._write_fts(record.id, fresh=True)
+            if embedding is not None:
+                await self._store_vector(record.id, *embedding, version)
         record.index_version = version
         # The order get_records reads back: about links (the primary entity) first, then mentions.
         record.entity_ids = [e for e, role in sorted(links, key=lambda link: link[1] == "mentions")]
@@ -642,21 +647,26 @@ class Store(
 
     async def put_embedding(self, record_id: str, model: str, version: str, vector: np.ndarray) -> int:
         """Store the record's L2-normalised float32 vector; bump and return ``index_version``."""
-        vec = np.asarray(vector, dtype=np.float32).reshape(-1)
         async with self.db.transaction():
             index_version = await self._bump()
-            await self.db.execute(
-                """INSERT INTO embeddings(record_id, model, version, dims, vector, index_version)
-                   VALUES (?, ?, ?, ?, ?, ?)
-                   ON CONFLICT(record_id) DO UPDATE SET model = excluded.model,
-                       version = excluded.version, dims = excluded.dims, vector = excluded.vector,
-                       index_version = excluded.index_version""",
-                (record_id, model, version, int(vec.shape[0]), vec.tobytes(), index_version),
-            )
+            await self._store_vector(record_id, model, version, vector, index_version)
             await self.db.execute(
                 "UPDATE records SET index_version = ? WHERE id = ?", (index_version, record_id)
             )
         return index_version
+
+    async def _store_vector(
+        self, record_id: str, model: str, version: str, vector: np.ndarray, index_version: int
+    ) -> None:
+        vec = np.asarray(vector, dtype=np.float32).reshape(-1)
+        await self.db.execute(
+            """INSERT INTO embeddings(record_id, model, version, dims, vector, index_version)
+               VALUES (?, ?, ?, ?, ?, ?)
+               ON CONFLICT(record_id) DO UPDATE SET model = excluded.model,
+                   version = excluded.version, dims = excluded.dims, vector = excluded.vector,
+                   index_version = excluded.index_version""",
+            (record_id, model, version, int(vec.shape[0]), vec.tobytes(), index_version),
+        )
 
     async def get_embedding(self, record_id: str) -> tuple[str, str, np.ndarray] | None:
         row = await self.db.fetchone(

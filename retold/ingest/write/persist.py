@@ -129,11 +129,9 @@ class Persister:
                     for old_id in superseded:
                         touched.append((old_id, await self._store.set_status(old_id, "superseded")))
                 source = dataclasses.replace(_source(plan), record_id=record.id, content=record.content)
-                touched.append(
-                    (record.id, await self._store.insert_record(record, links=links, source=source))
-                )
-                touched.append((record.id, await self._store.put_embedding(
-                    record.id, self._embedder.name, self._embedder.version, plan.vector)))  # fmt: skip
+                vector = (self._embedder.name, self._embedder.version, plan.vector)
+                touched.append((record.id, await self._store.insert_record(
+                    record, links=links, source=source, embedding=vector)))  # fmt: skip
                 if decision.action == "conflict":
                     await self._store.add_conflict(record.id, decision.target.id, now)  # type: ignore[union-attr]
             with timer("event_log"):
