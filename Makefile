@@ -80,13 +80,19 @@ integration: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/judge_quality.py --json benchmarks/results/judge_quality.json
 	$(BIN)/python benchmarks/write_latency.py --json benchmarks/results/write_latency.json
+	$(BIN)/python benchmarks/write_latency.py --sizes 1000,10000,50000,200000 --json benchmarks/results/write_latency_sweep.json
 	$(BIN)/python benchmarks/search_latency.py --json benchmarks/results/search_latency.json
+	$(BIN)/python benchmarks/relative_dates.py --json benchmarks/results/relative_dates.json
+	$(BIN)/python benchmarks/portal_overhead.py --json benchmarks/results/portal_overhead.json
 	$(BIN)/python benchmarks/locomo_retrieval.py --json benchmarks/results/locomo_retrieval.json
 
 bench-quick: $(STAMP)
 	$(BIN)/python benchmarks/judge_quality.py --quick
 	$(BIN)/python benchmarks/write_latency.py --quick
+	$(BIN)/python benchmarks/write_latency.py --sizes 200,2000 --writes 20
 	$(BIN)/python benchmarks/search_latency.py --quick
+	$(BIN)/python benchmarks/relative_dates.py --json /dev/null
+	$(BIN)/python benchmarks/portal_overhead.py --calls 500 --json /dev/null
 	$(BIN)/python benchmarks/locomo_retrieval.py --quick
 
 clean:

@@ -64,6 +64,7 @@ def test_scaling_and_backend_figures_are_checked() -> None:
     assert verdicts == {
         "FAIL 50K search p50, 25 ms embedder",
         "PASS 50K LangGraph share p50 (rewrite + graph)",
+        "SKIP 50K search p50 with one write before each, 25 ms embedder",
         "PASS 50K PostgreSQL / SQLite search p50",
         "FAIL 1M PostgreSQL search p50",
     }
@@ -77,3 +78,18 @@ def test_write_targets(dedup: float, persistence: float, expected: int) -> None:
     assert write.check_targets(write.TARGETS, summary, out=lines.append) == expected
     assert len(lines) == len(write.TARGETS)
     assert any(line.startswith("FAIL") for line in lines) == bool(expected)
+
+
+@pytest.mark.parametrize(
+    ("small", "large", "embedding", "expected"),
+    [(22.0, 25.0, 17.0, 0), (22.0, 27.0, 17.0, 1), (22.0, 25.0, 15.0, 1)],
+)
+def test_write_sweep_targets(small: float, large: float, embedding: float, expected: int) -> None:
+    """Flat in the store's size (largest / smallest ≤ 1.2) and within 8 ms of its one embedding."""
+    sizes = [
+        {"records": 1000, "total_p50": small, "embedding_p50": embedding},
+        {"records": 200_000, "total_p50": large, "embedding_p50": embedding},
+    ]
+    lines: list[str] = []
+    assert write.check_targets(write.SWEEP_TARGETS, {"sizes": sizes}, out=lines.append) == expected
+    assert len(lines) == len(write.SWEEP_TARGETS)

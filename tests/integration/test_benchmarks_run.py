@@ -58,3 +58,28 @@ def test_search_latency_benchmark_runs(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     data = json.loads(out.read_text())
     assert data["scale"]["wall"]["p50"] > 0 and "graph" in data["scale"]
+
+
+def test_write_latency_size_sweep_runs(tmp_path: Path) -> None:
+    out = tmp_path / "sweep.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "write_latency.py"), "--sizes", "30,300",
+         "--writes", "6", "--json", str(out)],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    sizes = json.loads(out.read_text())["sweep"]["sizes"]
+    assert [s["records"] for s in sizes] == [30, 300]
+    assert all(s["total_p50"] > 0 and s["embedding_p50"] > 0 for s in sizes)
+
+
+def test_search_latency_interleaved_case_runs(tmp_path: Path) -> None:
+    out = tmp_path / "interleaved.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "search_latency.py"), "--quick", "--only",
+         "interleaved", "--searches", "4", "--json", str(out)],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    data = json.loads(out.read_text())["interleaved"]
+    assert data["wall"]["p50"] > 0 and data["records"] == 5000
