@@ -155,9 +155,11 @@ class Runtime:
         request (the tool layer turns that into ``invalid_input``).
         """
         self._check_open()
-        from retold.retrieve.retriever import SearchRun, validate_request
+        from retold.retrieve.retriever import SearchRun, begin_embedding, validate_request
 
         run = SearchRun(principal=principal, request=validate_request(request))
+        if not self.config.retrieval.rewrite.enabled:  # the queries as given are the ones searched
+            begin_embedding(self, run, run.request.queries)
         await self.search_graph.ainvoke({"run": run})
         assert run.response is not None
         return run.response

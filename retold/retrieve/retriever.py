@@ -84,6 +84,8 @@ class SearchRun:
     dense_queries: list[str] = field(default_factory=list)  # what the dense channel embedded
     windows: list[TimeWindow] = field(default_factory=list)  # event-time windows the query names
     qvecs: np.ndarray | None = None  # the dense query vectors, for the context pass
+    # (texts, their vectors on the way): the query embedding, started as soon as its text is known
+    embedding: tuple[list[str], asyncio.Future[np.ndarray]] | None = None
     floors: GateFloors | None = None  # set once by run_floors
     context: list[tuple[str, float]] = field(default_factory=list)  # the same-day context hits
     rewrite_status: str = "disabled"
@@ -167,6 +169,10 @@ async def prepare(rt: Runtime, run: SearchRun) -> None:
         timeout_ms=cfg.rewrite.timeout_ms,
     )
     t = run.mark("rewrite", t)
+    # The model call is the longest stage: it starts as soon as its text is known (before the
+    # graph when nothing can rewrite the queries), and the scopes, the hard filter and the
+    # index refresh run while it works.
+    begin_embedding(rt, run, run.queries)
     run.scopes = await readable_scopes(rt.store, run.principal)
     if run.request.scopes is not None:  # an adapter narrowing the search; never widening it
         wanted = set(run.request.scopes)
@@ -187,6 +193,30 @@ async def prepare(rt: Runtime, run: SearchRun) -> None:
     run.mark("index_refresh", t)
 
 
+def begin_embedding(rt: Runtime, run: SearchRun, texts: list[str]) -> None:
+    """Start embedding ``texts`` for the dense channel unless that is already under way."""
+    if run.embedding is None or run.embedding[0] != texts:
+        run.embedding = (list(texts), embed_queries(rt, run, texts))
+
+
+def embed_queries(rt: Runtime, run: SearchRun, texts: list[str]) -> asyncio.Future[np.ndarray]:
+    """The query vectors, computed in a worker thread (the event loop runs the SQL meanwhile).
+
+    A future nobody awaits (a search that ends early, a focused query replacing the written
+    one) is let finish on its own thread; its outcome is read so it is never reported lost.
+    """
+
+    def embed() -> np.ndarray:
+        t = time.perf_counter()
+        qvecs = np.asarray(rt.embedder.embed_queries(texts))
+        run.mark("embed", t)
+        return qvecs
+
+    future = asyncio.ensure_future(anyio.to_thread.run_sync(embed))
+    future.add_done_callback(lambda done: done.cancelled() or done.exception())
+    return future
+
+
 async def generate(rt: Runtime, run: SearchRun) -> None:
     """Dense, lexical and entity candidates. Lexical and entity SQL run while the embedder works."""
     cfg = rt.config.retrieval
@@ -196,15 +226,10 @@ async def generate(rt: Runtime, run: SearchRun) -> None:
     # such entity waits for nothing; one that does pays a second model call on the focused text.
     named: asyncio.Future[QueryEntities] = asyncio.get_running_loop().create_future()
 
-    def embed(texts: list[str]) -> np.ndarray:
-        # The model call leaves the event loop; the lexical SQL runs meanwhile.
-        t = time.perf_counter()
-        qvecs = np.asarray(rt.embedder.embed_queries(texts))
-        run.mark("embed", t)
-        return qvecs
-
     async def dense() -> None:
-        written = asyncio.ensure_future(anyio.to_thread.run_sync(embed, run.queries))
+        begin_embedding(rt, run, run.queries)
+        assert run.embedding is not None
+        written = run.embedding[1]
         try:
             entities = await asyncio.shield(named)
             run.dense_queries = [
@@ -214,10 +239,9 @@ async def generate(rt: Runtime, run: SearchRun) -> None:
             if run.dense_queries == run.queries:
                 qvecs = await written
             else:
-                qvecs = await anyio.to_thread.run_sync(embed, run.dense_queries)
+                qvecs = await embed_queries(rt, run, run.dense_queries)
         finally:
             if not written.done():  # its thread finishes on its own; nobody reads the result
-                written.add_done_callback(lambda task: task.cancelled() or task.exception())
                 written.cancel()
         run.qvecs = qvecs
         t = time.perf_counter()

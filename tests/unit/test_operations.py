@@ -199,6 +199,7 @@ async def test_check_finds_each_kind_of_damage_and_repair_fixes_the_derivable(wo
         f"UPDATE records SET supersedes_id = '{b}' WHERE id = '{a}'",
         f"UPDATE records SET supersedes_id = '{a}' WHERE id = '{b}'",
         "UPDATE store_meta SET value = 1 WHERE key = 'records_version'",
+        f"UPDATE records SET index_version = 50 WHERE id = '{a}'",  # a row above records_version
     )
 
     report = await ops.check()
