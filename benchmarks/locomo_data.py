@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from retold.ingest.write.request import WriteRequest
+from retold.ingest.write.request import WriteRequest, WriteResult
 from retold.models import Entity, EntityMention, Principal, Record, Scope
 from retold.util import new_id, normalize_alias
 
@@ -364,8 +364,12 @@ async def ingest_trusted(
     *,
     advance: Advance | None = None,
     stage_ms: Counter[str] | None = None,
+    batch: int = 1,
 ) -> tuple[list[Ingested], Counter[str]]:
     """Write every turn through ``rt.host.ingest`` (trusted), one conversation per user scope.
+
+    ``batch`` > 1 imports that many turns at a time through ``rt.host.ingest_many`` (one
+    transaction each, decided as one-by-one writes would be).
 
     ``rt`` must have been opened with a :class:`PreEmbedded` embedder already prefilled with
     the turn contents, or each write pays one model call. A turn the ingestor merges into an
@@ -379,8 +383,7 @@ async def ingest_trusted(
     for conv in conversations:
         ingested = Ingested(conv)
         principal = Principal(INGEST_AGENT, conv.sample_id)
-        for turn in conv.turns:
-            result = await rt.host.ingest(principal, turn_request(conv, turn))
+        for turn, result in await _written(rt, principal, conv, batch, advance):
             if stage_ms is not None:
                 stage_ms.update(result.timings_ms)
             if not result.ok or result.record_id is None:
@@ -390,8 +393,6 @@ async def ingest_trusted(
                 ingested.record_of[turn.dia_id] = result.record_id
                 ingested.dia_of.setdefault(result.record_id, turn.dia_id)
                 ingested.absorbed.setdefault(result.record_id, []).append(turn.dia_id)
-            if advance is not None:
-                advance(1)
         speaker_of = {t.dia_id: t.speaker for t in conv.turns}
         for record in await rt.store.get_records(ingested.absorbed):
             if record.subject_entity_id is not None:  # the primary entity: the about-linked speaker
@@ -399,3 +400,20 @@ async def ingest_trusted(
                 ingested.person_of.setdefault(speaker, record.subject_entity_id)
         out.append(ingested)
     return out, outcomes
+
+
+async def _written(
+    rt: Runtime, principal: Principal, conv: Conversation, batch: int, advance: Advance | None
+) -> list[tuple[Turn, WriteResult]]:
+    """Each turn of ``conv`` with its write's result, written one by one or ``batch`` at a time."""
+    out: list[tuple[Turn, WriteResult]] = []
+    for start in range(0, len(conv.turns), max(1, batch)):
+        turns = conv.turns[start : start + max(1, batch)]
+        if batch > 1:
+            results = await rt.host.ingest_many(principal, [turn_request(conv, t) for t in turns])
+        else:
+            results = [await rt.host.ingest(principal, turn_request(conv, turns[0]))]
+        out += zip(turns, results, strict=True)
+        if advance is not None:
+            advance(len(turns))
+    return out

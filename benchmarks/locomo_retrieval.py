@@ -287,7 +287,7 @@ async def run(args: argparse.Namespace, path: Path | str) -> dict[str, Any]:
     async with retold.open_runtime(path, config, embedder=embedder) as rt:
         texts = [t.content for c in conversations for t in c.turns]
         with progress_bar(console) as bar:
-            ingested, outcomes = await ingest(rt, embedder, conversations, bar, timings)
+            ingested, outcomes = await ingest(rt, embedder, conversations, bar, timings, args.import_batch)
         console.print(
             f"ingested {len(texts)} turns in {timings['ingest_s']:.1f} s (embedding busy "
             f"{timings['embed_turns_busy_s']:.1f} s, writes busy {timings['write_turns_busy_s']:.1f} s); "
@@ -367,7 +367,7 @@ def write_dump(path: Path, asked: Sequence[Asked], absorbed: dict[str, list[str]
 
 async def ingest(
     rt: retold.Runtime, embedder: PreEmbedded, conversations: Sequence[Conversation], bar: Progress,
-    timings: dict[str, float],
+    timings: dict[str, float], batch: int = 1,
 ) -> tuple[list[Ingested], Counter[str]]:  # fmt: skip
     """Embed in batches and write through the ingestor, the next conversation embedding meanwhile.
 
@@ -395,7 +395,7 @@ async def ingest(
         pending = asyncio.create_task(asyncio.to_thread(prefill, nxt)) if nxt is not None else None
         t = time.perf_counter()
         step = lambda n: bar.advance(write_task, n)  # noqa: E731
-        done, counts = await ingest_trusted(rt, [conv], advance=step, stage_ms=stage_ms)
+        done, counts = await ingest_trusted(rt, [conv], advance=step, stage_ms=stage_ms, batch=batch)
         spent["write"] += time.perf_counter() - t
         ingested += done
         outcomes.update(counts)
@@ -593,6 +593,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     add("--quick", action="store_true", help=f"1 conversation, {QUICK_QUESTIONS} questions")
     add("--data", type=Path, default=None, help="a locomo10.json-shaped file (default: the shared data)")
     add("--seed", type=int, default=7)
+    add("--import-batch", type=int, default=64, metavar="N",
+        help="N turns per transaction via rt.host.ingest_many (1: one rt.host.ingest each)")  # fmt: skip
     add("--turns-per-record", type=int, default=1, metavar="N",
         help="join every N consecutive turns of a session into one long record (default 1)")  # fmt: skip
     add(

@@ -67,6 +67,39 @@ class MemoryHost:
         """
         return await self._writer().write(principal, request)
 
+    async def ingest_many(
+        self, principal: Principal, requests: Sequence[WriteRequest], *, actor: str | None = None
+    ) -> list[WriteResult]:
+        """Several writes for one principal committed as one unit: an import (a transcript, a history).
+
+        Each request is decided exactly as :meth:`ingest` would decide it, later ones against
+        the earlier ones (a repeated fact reinforces, a newer one supersedes), and all commit in
+        one transaction instead of one each. One result per request, in order: a refused
+        request keeps its structured error and writes nothing while the others commit; if the
+        store changes under the batch twice, or an item is not a :class:`WriteRequest`,
+        nothing is written and every result says why. Keep batches to a few hundred requests:
+        the write lock is held while they commit.
+        """
+        from retold.ingest.write.batch import BatchError, write_batch
+        from retold.ingest.write.request import fail
+
+        items = list(requests)
+        if not items:
+            return []
+        wrong = next((i for i, item in enumerate(items) if not isinstance(item, WriteRequest)), None)
+        if wrong is not None:
+            refused = fail(
+                "invalid_input", f"request {wrong} is not a retold WriteRequest: nothing was written"
+            )
+            return [refused.result for _ in items]
+        try:
+            results, _ = await write_batch(
+                self._writer(), self._store, principal, items, actor=actor or principal.agent_id
+            )
+        except BatchError as exc:  # the store changed under the batch twice: nothing was written
+            return [exc.result for _ in items]
+        return results
+
     def _writer(self) -> Ingestor:
         if self._ingestor is None:
             raise RuntimeError("this MemoryHost has no ingestor; use the one on a Runtime (rt.host)")
