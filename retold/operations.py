@@ -33,6 +33,7 @@ from retold.policy import lifecycle
 from retold.store import Store
 from retold.store.database import run_to_completion
 from retold.store.maintenance import ErasureSet, Finding, SnapshotInfo, read_snapshot_info, restore_snapshot
+from retold.store.snapshots import on_event_loop
 from retold.util import Clock, format_ts
 
 __all__ = [
@@ -571,28 +572,37 @@ class Operations:
 
     # --- snapshots ------------------------------------------------------------------------------
 
-    async def save_snapshot(self, path: str | os.PathLike[str]) -> SnapshotInfo:
+    async def save_snapshot(
+        self, path: str | os.PathLike[str], *, progress: Progress | None = None
+    ) -> SnapshotInfo:
         """A consistent copy of the whole store, taken online through SQLite's backup API.
 
         Every table is included (lineage, events, search logs, sessions, the FTS index,
-        schema history). Refuses to overwrite an existing file.
+        schema history). Refuses to overwrite an existing file. ``progress(done, total)``
+        counts the database pages copied.
         """
-        return await self._store.backup_to(path)
+        return await self._store.backup_to(path, progress=progress)
 
 
 async def load_snapshot(
-    store_path: str | os.PathLike[str], snapshot_path: str | os.PathLike[str], *, dry_run: bool = False
+    store_path: str | os.PathLike[str],
+    snapshot_path: str | os.PathLike[str],
+    *,
+    dry_run: bool = False,
+    progress: Progress | None = None,
 ) -> SnapshotInfo:
     """Replace a store's contents with a snapshot's; nothing may hold the store open.
 
     The snapshot is validated first (a retold store, schema no newer than this code,
     passing ``quick_check``); the store is then locked exclusively without waiting, so a
     running host or command makes this fail before anything changes. ``dry_run``
-    validates and describes the snapshot only.
+    validates and describes the snapshot only. ``progress(done, total)`` counts the
+    database pages copied into the store.
     """
     if dry_run:
         return await anyio.to_thread.run_sync(read_snapshot_info, snapshot_path)
-    return await anyio.to_thread.run_sync(restore_snapshot, store_path, snapshot_path)
+    restore = functools.partial(restore_snapshot, progress=on_event_loop(progress))
+    return await anyio.to_thread.run_sync(restore, store_path, snapshot_path)
 
 
 def supersession_cycles(edges: Iterable[tuple[str, str]]) -> list[list[str]]:

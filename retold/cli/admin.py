@@ -22,7 +22,9 @@ from retold.cli.common import (
     parse_scope,
     run_async,
 )
-from retold.runtime import open_runtime
+from retold.config import load_config
+from retold.runtime import open_runtime, store_location
+from retold.store import Store
 
 __all__ = ["dump", "get", "grant", "migrate", "revoke"]
 
@@ -57,7 +59,14 @@ def migrate(
             raise click.UsageError("choose one of --expire-unmapped and --allow-unmapped")
 
         async def go() -> tuple[int, list[dict[str, Any]], int]:
-            async with open_runtime(store_path, config_path, allow_migration_issues=True) as rt:
+            config = load_config(config_path)
+            # Opening migrates; this first open does it with the bar counting the migrations.
+            opened = await Store.open(
+                store_location(store_path, config), allow_migration_issues=True,
+                migration_progress=op.progress,
+            )  # fmt: skip
+            await opened.close()
+            async with open_runtime(store_path, config, allow_migration_issues=True) as rt:
                 resolved = 0
                 if resolution is not None:
                     resolved = await rt.store.resolve_migration_issues(resolution, actor)

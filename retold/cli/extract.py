@@ -53,8 +53,11 @@ def extract(
     with operation("extracting", as_json) as op:
 
         async def go() -> Any:
+            from retold.ingest.extraction.run import reporting_stages
+
             async with open_runtime(store_path, config_path) as rt:
-                return await rt.extract_session(session_id, force=force, actor=actor)
+                with reporting_stages(op.progress):
+                    return await rt.extract_session(session_id, force=force, actor=actor)
 
         result = op.run(go())
         failure = None

@@ -247,7 +247,7 @@ def snapshot_save(path: str, as_json: bool, store_path: str, config_path: str | 
 
         async def go() -> Any:
             async with open_runtime(store_path, config_path, allow_embedding_mismatch=True) as rt:
-                return await rt.ops.save_snapshot(path)
+                return await rt.ops.save_snapshot(path, progress=op.progress)
 
         info = op.run(go())
         op.finish(info, f"saved {info.path}: schema version {info.schema_version}, {info.records} record(s)")
@@ -273,7 +273,7 @@ def snapshot_load(
     from retold.operations import load_snapshot
 
     with operation("loading the snapshot", as_json) as op:
-        info = op.run(load_snapshot(store_path, path, dry_run=not yes))
+        info = op.run(load_snapshot(store_path, path, dry_run=not yes, progress=op.progress))
         described = f"{info.path} (schema version {info.schema_version}, {info.records} record(s))"
         if yes:
             summary, note = f"loaded {described} into {store_path}", None

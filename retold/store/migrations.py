@@ -467,8 +467,13 @@ async def current_version(db: Database) -> int:
     return int(await db.fetchval("SELECT coalesce(max(version), 0) FROM schema_migrations"))
 
 
-async def migrate(db: Database, *, target: int | None = None) -> list[int]:
-    """Apply every pending migration up to ``target`` (default: latest); return those applied."""
+async def migrate(
+    db: Database, *, target: int | None = None, progress: Callable[[int, int], None] | None = None
+) -> list[int]:
+    """Apply every pending migration up to ``target`` (default: latest); return those applied.
+
+    ``progress(done, total)`` counts the pending migrations as each one commits.
+    """
     target = LATEST_VERSION if target is None else target
     version = await current_version(db)
     if version > LATEST_VERSION:
@@ -476,22 +481,31 @@ async def migrate(db: Database, *, target: int | None = None) -> list[int]:
             f"{db.path} is at schema version {version}, newer than this retold understands "
             f"({LATEST_VERSION}); upgrade retold to open it"
         )
+    pending = [m for m in MIGRATIONS if version < m.version <= target]
+    if progress is not None:
+        progress(0, len(pending))
     applied: list[int] = []
-    for migration in MIGRATIONS:
-        if migration.version <= version or migration.version > target:
-            continue
-        async with db.transaction():
-            # Re-read inside the write lock: another process may have migrated meanwhile.
-            await db.execute(_BOOKKEEPING)
-            if await db.fetchval("SELECT 1 FROM schema_migrations WHERE version = ?", (migration.version,)):
-                continue
-            for statement in migration.statements:
-                await db.execute(statement)
-            if migration.backfill is not None:
-                await migration.backfill(db)
-            await db.execute(
-                "INSERT INTO schema_migrations(version, name, applied_at) VALUES (?, ?, ?)",
-                (migration.version, migration.name, format_ts(SystemClock().now())),
-            )
-        applied.append(migration.version)
+    for done, migration in enumerate(pending, 1):
+        if await _apply(db, migration):
+            applied.append(migration.version)
+        if progress is not None:
+            progress(done, len(pending))
     return applied
+
+
+async def _apply(db: Database, migration: Migration) -> bool:
+    """One migration and its ``schema_migrations`` row in one transaction; False if already applied."""
+    async with db.transaction():
+        # Re-read inside the write lock: another process may have migrated meanwhile.
+        await db.execute(_BOOKKEEPING)
+        if await db.fetchval("SELECT 1 FROM schema_migrations WHERE version = ?", (migration.version,)):
+            return False
+        for statement in migration.statements:
+            await db.execute(statement)
+        if migration.backfill is not None:
+            await migration.backfill(db)
+        await db.execute(
+            "INSERT INTO schema_migrations(version, name, applied_at) VALUES (?, ?, ?)",
+            (migration.version, migration.name, format_ts(SystemClock().now())),
+        )
+    return True

@@ -2,7 +2,10 @@
 
 Snapshots use SQLite's online backup API, which copies every page (FTS shadow tables,
 ``schema_migrations`` and ``store_meta`` included) under one read transaction, so the
-copy is consistent while writers carry on. Restoring works on a closed file:
+copy is consistent while writers carry on. Given a ``progress(pages done, pages in all)``
+callback, the copy runs in about a hundred steps with that read transaction held across
+them (another connection's commit between two steps would otherwise restart the copy).
+Restoring works on a closed file:
 :func:`restore_snapshot` takes SQLite's exclusive lock first, so it refuses while any
 other connection (a host, another CLI) holds the store.
 """
@@ -10,14 +13,14 @@ other connection (a host, another CLI) holds the store.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sqlite3
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
+import anyio.from_thread
 import anyio.to_thread
 
 from retold.errors import InvalidArgumentError, SchemaVersionError, StoreError
@@ -25,7 +28,13 @@ from retold.store.database import Database
 from retold.store.migrations import LATEST_VERSION
 from retold.util import new_id
 
-__all__ = ["SnapshotInfo", "SnapshotMixin", "read_snapshot_info", "restore_snapshot"]
+__all__ = ["SnapshotInfo", "SnapshotMixin", "on_event_loop", "read_snapshot_info", "restore_snapshot"]
+
+Progress = Callable[[int, int], None]
+"""``progress(pages done, pages in all)``, called after each step of a copy."""
+
+# A copy that reports progress runs in about this many steps, whatever the store's size.
+_STEPS = 100
 
 
 @dataclass(frozen=True)
@@ -43,20 +52,22 @@ class SnapshotMixin:
 
     db: Database
 
-    async def backup_to(self, target: str | os.PathLike[str]) -> SnapshotInfo:
+    async def backup_to(
+        self, target: str | os.PathLike[str], *, progress: Progress | None = None
+    ) -> SnapshotInfo:
         """Copy the whole store to a new file through SQLite's online backup API.
 
         The copy is written beside ``target`` and renamed into place, so a failure never
         leaves a half-written snapshot; it is switched to rollback-journal mode so it is
-        one self-contained file. Refuses to overwrite an existing file.
+        one self-contained file. Refuses to overwrite an existing file. ``progress`` is
+        called on the event loop (a ``:memory:`` store copies in one step, unreported).
         """
         path = Path(target)
         await anyio.to_thread.run_sync(_check_new_file, path)
         partial = path.with_name(f".{path.name}.{new_id()}.partial")
         dest = await anyio.to_thread.run_sync(lambda: sqlite3.connect(partial, check_same_thread=False))
         try:
-            async with self._backup_source() as source:
-                await source.backup(dest)
+            await self._copy_into(dest, progress)
 
             def finish() -> None:
                 dest.execute("PRAGMA journal_mode = DELETE").fetchall()
@@ -72,16 +83,56 @@ class SnapshotMixin:
             raise
         return await anyio.to_thread.run_sync(read_snapshot_info, path)
 
-    @asynccontextmanager
-    async def _backup_source(self) -> AsyncIterator[Any]:
-        """The read connection, for the backup API (a single-step backup holds one read snapshot)."""
-        self.db._check_open()
-        # Database belongs to this package; the backup API needs the raw connection.
-        conn = self.db._reader or self.db._writer
+    async def _copy_into(self, dest: sqlite3.Connection, progress: Progress | None) -> None:
+        """The store's committed pages into ``dest``, through a connection of the copy's own.
+
+        So the host's reader stays free for its searches meanwhile. A ``:memory:`` database
+        exists only in the writer, which copies it in one step.
+        """
+        db = self.db
+        db._check_open()
         try:
-            yield conn
+            if db._reader is None:  # a :memory: store (Database belongs to this package)
+                assert db._writer is not None
+                await db._writer.backup(dest)
+                return
+            await anyio.to_thread.run_sync(
+                _copy_file, db.path, dest, on_event_loop(progress), db.busy_timeout_s
+            )
         except sqlite3.Error as exc:
             raise StoreError(f"snapshot failed: {exc}") from exc
+
+
+def on_event_loop(progress: Progress | None) -> Progress | None:
+    """``progress`` for a copy running in an AnyIO worker thread, called back on the event loop."""
+    return None if progress is None else functools.partial(anyio.from_thread.run_sync, progress)
+
+
+def _copy_file(path: str, dest: sqlite3.Connection, progress: Progress | None, timeout_s: float) -> None:
+    source = sqlite3.connect(path, timeout=timeout_s)
+    try:
+        _copy_pages(source, dest, progress)
+    finally:
+        source.close()
+
+
+def _copy_pages(source: sqlite3.Connection, dest: sqlite3.Connection, progress: Progress | None) -> None:
+    """Copy ``source`` into ``dest`` as of one moment: one step, or steps under one read transaction."""
+    if progress is None:
+        source.backup(dest)
+        return
+    report = progress  # bound for the closure below
+    source.execute("BEGIN")  # held across the steps: the copy sees one snapshot and never restarts
+    try:
+        total = int(source.execute("PRAGMA page_count").fetchone()[0])  # starts the read transaction
+        report(0, total)
+        source.backup(
+            dest,
+            pages=max(1, -(-total // _STEPS)),
+            progress=lambda _status, remaining, count: report(count - remaining, count),
+        )
+    finally:
+        source.execute("ROLLBACK")
 
 
 # --- snapshots of closed files (no Store open) --------------------------------------------------
@@ -138,7 +189,10 @@ def read_snapshot_info(path: str | os.PathLike[str]) -> SnapshotInfo:
 
 
 def restore_snapshot(
-    store_path: str | os.PathLike[str], snapshot_path: str | os.PathLike[str]
+    store_path: str | os.PathLike[str],
+    snapshot_path: str | os.PathLike[str],
+    *,
+    progress: Progress | None = None,
 ) -> SnapshotInfo:
     """Replace the store's contents with the snapshot's, atomically, on a store nobody has open.
 
@@ -146,7 +200,8 @@ def restore_snapshot(
     on the store is taken without waiting: any other open connection holds a shared lock
     in WAL mode, so a running host or CLI makes this fail with :class:`StoreError` before
     anything changes. The copy itself runs through the backup API into the locked
-    connection, as one transaction.
+    connection, as one transaction; ``progress(pages done, pages in all)`` is called from
+    this function's thread after each step.
     """
     store, snapshot = Path(store_path), Path(snapshot_path)
     if store.exists() and snapshot.exists() and store.resolve() == snapshot.resolve():
@@ -168,7 +223,7 @@ def restore_snapshot(
             ) from exc
         source = _open_read_only(snapshot)
         try:
-            source.backup(dest)
+            _copy_pages(source, dest, progress)
         except sqlite3.Error as exc:
             raise StoreError(
                 f"loading snapshot {str(snapshot)!r} failed, the store is unchanged: {exc}"

@@ -13,7 +13,7 @@ crash or an exception leaves either all of them or none.
 from __future__ import annotations
 
 import functools
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
@@ -114,8 +114,11 @@ class Store(
         clock: Clock | None = None,
         pool_min: int = 1,
         pool_max: int = 10,
+        migration_progress: Callable[[int, int], None] | None = None,
     ) -> Store:
         """Open (creating if needed) and migrate the store to the latest schema.
+
+        ``migration_progress(done, total)`` hears of each migration applied (``retold migrate``).
 
         ``path`` is a SQLite file, or a ``postgresql://`` URL for the PostgreSQL backend
         (``pool_min``/``pool_max`` size its connection pool). Refuses, with
@@ -138,7 +141,7 @@ class Store(
             db = await Database.open(path, busy_timeout_s=busy_timeout_s)
             migrator = migrate
         try:
-            await migrator(db)
+            await migrator(db, progress=migration_progress)
             store = cls(db, clock or SystemClock())
             if not allow_migration_issues:
                 unresolved = len(await store.migration_issues())

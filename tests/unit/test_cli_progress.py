@@ -9,8 +9,12 @@ and packaged ones.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import re
+import sqlite3
+import threading
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -20,6 +24,9 @@ from click.testing import CliRunner, Result
 
 import retold
 from retold.cli import cli
+from retold.cli.common import Operation
+from retold.graph_nodes.extraction import STAGES
+from retold.ingest.extraction.run import reporting_stages
 from retold.models import (
     CandidateRecord,
     ExtractionOutput,
@@ -30,6 +37,8 @@ from retold.models import (
     SessionKey,
     SessionSummary,
 )
+from retold.operations import load_snapshot
+from retold.store import LATEST_VERSION, Database, Store, migrate
 from retold.testing import FakeEmbedder, FakeExtractor, FakeJudge, FakeReviewer, record_for_tests
 
 USER = Scope("user", "u1")
@@ -227,3 +236,111 @@ async def test_the_operations_report_progress_with_increasing_counts(
         await rt.ops.retain(progress=lambda done, total: calls["retain"].append((done, total)))
     assert len(expired) == 4  # the three notes and the seeded inference
     assert calls == {"expire": [(0, 4), (1, 4), (2, 4), (3, 4), (4, 4)], "retain": [(0, 1), (1, 1)]}
+
+
+def counted_up(calls: list[tuple[int, int]]) -> int:
+    """The total a run's progress calls reached, once they are checked to count up from 0 to it."""
+    total = calls[-1][1]
+    assert total > 0 and calls[0] == (0, total) and calls[-1] == (total, total), calls
+    assert all(t == total for _, t in calls), calls
+    assert all(a < b for (a, _), (b, _) in itertools.pairwise(calls)), calls
+    return total
+
+
+def page_count(path: Path) -> int:
+    with sqlite3.connect(path) as conn:
+        return int(conn.execute("PRAGMA page_count").fetchone()[0])
+
+
+async def test_snapshots_migrations_and_extraction_count_up_to_their_total(
+    seeded: tuple[Path, Path, dict[str, str]], tmp_path: Path
+) -> None:
+    db, cfg, _ = seeded
+    calls: dict[str, list[tuple[int, int]]] = {"extract": [], "save": [], "load": [], "migrate": []}
+    threads: set[int] = set()
+
+    def into(name: str) -> Callable[[int, int], None]:
+        def progress(done: int, total: int) -> None:
+            threads.add(threading.get_ident())
+            calls[name].append((done, total))
+
+        return progress
+
+    snap = tmp_path / "snap.sqlite"
+    models = {"extractor": FakeExtractor(OUTPUT), "reviewer": FakeReviewer()}
+    async with retold.open_runtime(db, cfg, embedder=FakeEmbedder(), judge=FakeJudge(), **models) as rt:
+        with reporting_stages(into("extract")):
+            assert (await rt.extract_session("s2")).status == "extracted"
+        await rt.ops.save_snapshot(snap, progress=into("save"))
+    await load_snapshot(db, snap, progress=into("load"))
+    fresh = await Database.open(tmp_path / "fresh.sqlite")
+    try:
+        await migrate(fresh, progress=into("migrate"))
+    finally:
+        await fresh.close()
+
+    pages = page_count(snap)
+    totals = {name: counted_up(made) for name, made in calls.items()}
+    assert totals == {"extract": len(STAGES), "save": pages, "load": pages, "migrate": LATEST_VERSION}
+    assert len(calls["save"]) > 2 and len(calls["load"]) > 2  # copied in steps, not at once
+    assert threads == {threading.get_ident()}  # on the event loop, like the other operations
+
+
+def test_snapshots_and_extraction_show_their_counts_on_the_bar(
+    seeded: tuple[Path, Path, dict[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db, cfg, _ = seeded
+    snap, common = db.parent / "snap.sqlite", ["--store", db, "--config", cfg]
+    monkeypatch.setattr("retold.cli.common._stderr_is_terminal", lambda: True)
+    shown = {
+        "extracting": invoke("extract", "s2", *common),
+        "saving the snapshot": invoke("snapshot", "save", snap, *common),
+        "loading the snapshot": invoke("snapshot", "load", snap, "--yes", *common),
+    }
+    pages = page_count(snap)
+    counts = {"extracting": len(STAGES), "saving the snapshot": pages, "loading the snapshot": pages}
+    for label, result in shown.items():
+        assert label in result.stderr and f"{counts[label]}/{counts[label]}" in result.stderr, result.stderr
+        lines = result.stdout.splitlines()
+        assert SUMMARY.match(lines[-1]) and not any(SUMMARY.match(line) for line in lines[:-1]), lines
+    loaded = invoke("snapshot", "load", snap, "--yes", *common, "--json")
+    assert loaded.stderr == "" and json.loads(loaded.stdout)["applied"] is True
+
+
+async def _at_version_7(location: Path | str) -> None:
+    """A store two migrations behind the latest, on either backend."""
+    if isinstance(location, Path):
+        db = await Database.open(location)
+        try:
+            await migrate(db, target=7)
+        finally:
+            await db.close()
+        return
+    store = await Store.open(location)  # PostgreSQL's tables start at its baseline, version 7
+    try:
+        await store.db.execute_atomic("DROP TABLE store_items")
+        await store.db.execute_atomic("DELETE FROM schema_migrations WHERE version >= 8")
+    finally:
+        await store.close()
+
+
+def test_migrate_counts_the_migrations_it_applies(
+    store_location: Callable[[str], Path | str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    location = store_location("old.sqlite")
+    asyncio.run(_at_version_7(location))
+    assert LATEST_VERSION == 9, "two migrations to apply"
+    calls: list[tuple[int, int]] = []
+    drawn = Operation.progress
+
+    def recorded(op: Operation, done: int, total: int) -> None:
+        calls.append((done, total))
+        drawn(op, done, total)
+
+    monkeypatch.setattr(Operation, "progress", recorded)
+    monkeypatch.setattr("retold.cli.common._stderr_is_terminal", lambda: True)
+    shown = invoke("migrate", "--store", location)
+    assert calls == [(0, 2), (1, 2), (2, 2)]
+    assert "migrating" in shown.stderr and "2/2" in shown.stderr
+    assert len(shown.stdout.splitlines()) == 1 and SUMMARY.match(shown.stdout.strip())
+    assert shown.stdout.startswith(f"{location}: schema version {LATEST_VERSION} in ")

@@ -11,7 +11,9 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -45,6 +47,7 @@ __all__ = [
     "StageFailure",
     "model_call",
     "model_identity",
+    "reporting_stages",
     "run_result",
     "stage",
 ]
@@ -167,6 +170,28 @@ _TIMING = {
 }
 _INVALID = {"extractor": "invalid_extractor_output", "reviewer": "invalid_review"}
 
+# Told the name of each stage that finishes without failing, inside reporting_stages.
+_stage_done: ContextVar[Callable[[str], None] | None] = ContextVar("retold_stage_done", default=None)
+
+
+@contextmanager
+def reporting_stages(progress: Callable[[int, int], None]) -> Iterator[None]:
+    """``progress(stages done, stages in all)`` for the extraction runs inside the block.
+
+    For callers of ``rt.extract_session``, which builds its run itself. The stages are
+    the graph's (:data:`retold.graph_nodes.extraction.STAGES`), counted as each one
+    finishes without failing; a skipped or failed run stops short of the total.
+    """
+    from retold.graph_nodes.extraction import STAGES  # that module imports this one
+
+    names = [name for name, _ in STAGES]
+    token = _stage_done.set(lambda name: progress(names.index(name) + 1, len(names)))
+    try:
+        progress(0, len(names))
+        yield
+    finally:
+        _stage_done.reset(token)
+
 
 def model_identity(model: Any) -> dict[str, str]:
     """Name, model and prompt version, so events say which model decided, whatever object it is."""
@@ -197,6 +222,9 @@ def stage(name: str) -> Callable[[Stage], Stage]:
                 run.failed_stage = name
             finally:
                 run.add_time(_TIMING.get(name, name), t)
+            done = _stage_done.get()
+            if done is not None and not run.failed:
+                done(name)
 
         run_stage.__name__ = fn.__name__
         run_stage.__doc__ = fn.__doc__

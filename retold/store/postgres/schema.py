@@ -23,6 +23,8 @@ Differences from SQLite's tables, all invisible above ``retold/store/``:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from retold.errors import SchemaVersionError, StoreError
 from retold.store.migrations import LATEST_VERSION, MIGRATIONS
 from retold.store.postgres.database import PgDatabase
@@ -363,10 +365,11 @@ async def current_version(db: PgDatabase) -> int:
     return int(await db.fetchval("SELECT coalesce(max(version), 0) FROM schema_migrations"))
 
 
-async def migrate(db: PgDatabase) -> list[int]:
+async def migrate(db: PgDatabase, *, progress: Callable[[int, int], None] | None = None) -> list[int]:
     """Create the schema on a new database, or migrate an older one (at most once across processes).
 
-    Returns the versions applied.
+    Returns the versions applied. ``progress(done, total)`` counts the pending migrations
+    as each one is applied (all of them commit together, in one transaction).
     """
     missing = [m.version for m in MIGRATIONS if m.version > BASELINE and m.version not in _MIGRATIONS]
     if missing:  # pragma: no cover - a reminder for the next migration's author
@@ -395,10 +398,11 @@ async def migrate(db: PgDatabase) -> list[int]:
                 if not await present(db):
                     await change(db)
         now = format_ts(SystemClock().now())
+        pending = [m for m in MIGRATIONS if m.version > version]
+        if progress is not None:
+            progress(0, len(pending))
         applied = []
-        for migration in MIGRATIONS:
-            if migration.version <= version:
-                continue
+        for migration in pending:
             for ddl in _MIGRATIONS.get(migration.version, ()) if migration.version > BASELINE else ():
                 await db.run_raw(ddl)
             await db.execute(
@@ -406,6 +410,8 @@ async def migrate(db: PgDatabase) -> list[int]:
                 (migration.version, migration.name, now),
             )
             applied.append(migration.version)
+            if progress is not None:
+                progress(len(applied), len(pending))
     await upgrade_layout(db)
     return applied
 

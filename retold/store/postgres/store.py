@@ -277,7 +277,7 @@ class PgStore(Bm25Mixin, Store):
         """PostgreSQL recycles its WAL itself after each checkpoint; nothing to do here."""
         return True
 
-    async def backup_to(self, target: Any) -> Any:
+    async def backup_to(self, target: Any, *, progress: Any = None) -> Any:
         """Refused: a snapshot is one SQLite file; PostgreSQL has its own tools for this."""
         raise StoreError(
             "snapshots are SQLite files; back up a PostgreSQL store with pg_dump (or pg_basebackup "
