@@ -56,7 +56,8 @@ Defaults follow the spec (§2) except where ARCHITECTURE §3 changes them: the p
 offline embedder (`sentence-transformers/all-MiniLM-L6-v2`, 384 dims), the offline
 conservative equivalence judge, the added `ingestion.attribute_alias_cosine`, and a
 `provider` beside each hosted model, and gate floors calibrated for MiniLM on LoCoMo
-(`benchmarks/calibrate_gate.py`; figures in `docs/benchmarks.md`). Recalibrate them, and
+(`benchmarks/calibrate_gate.py`) and, for semantic facts, on a hand-labelled store
+(`benchmarks/gate_labelled.py`; figures in `docs/benchmarks.md`). Recalibrate them, and
 bump `embedding.version`, whenever the embedder changes.
 
 """

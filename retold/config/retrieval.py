@@ -86,10 +86,11 @@ class DenseFloors(_Block):
 
     # For sentence-transformers/all-MiniLM-L6-v2, embedding.version "1", with rrf_k 10. The
     # episodic, lexical and relative floors are calibrated on LoCoMo (benchmarks/calibrate_gate.py,
-    # docs/benchmarks.md); LoCoMo holds only episodes, so semantic and procedural keep the
-    # spec's values, which keep clear MiniLM matches of short facts (cosine 0.46-0.55), and the
+    # docs/benchmarks.md); LoCoMo holds only episodes, so the semantic floor is calibrated on a
+    # hand-labelled store of facts (benchmarks/gate_labelled.py: chosen on the calibration set,
+    # checked on the held-out separation set); procedural keeps the spec's value, and the
     # summary floor keeps the spec's +0.10 over episodes. Recalibrate after any embedder change.
-    semantic: _Unit = Field(0.45, description="Dense floor for semantic records. In [0, 1].")
+    semantic: _Unit = Field(0.33, description="Dense floor for semantic records. In [0, 1].")
     episodic: _Unit = Field(0.575, description="Dense floor for episodic records. In [0, 1].")
     procedural: _Unit = Field(0.45, description="Dense floor for procedural records. In [0, 1].")
     session_summary: _Unit = Field(
@@ -115,7 +116,7 @@ class DenseFloors(_Block):
 class AutoDenseFloors(DenseFloors):
     """The stricter dense floors for host-issued searches (spec §2.3 ``gate.auto.dense_floor``)."""
 
-    semantic: _Unit = Field(0.55, description="Dense floor for semantic records, auto trigger. In [0, 1].")
+    semantic: _Unit = Field(0.38, description="Dense floor for semantic records, auto trigger. In [0, 1].")
     episodic: _Unit = Field(0.625, description="Dense floor for episodic records, auto trigger. In [0, 1].")
     procedural: _Unit = Field(
         0.55, description="Dense floor for procedural records, auto trigger. In [0, 1]."

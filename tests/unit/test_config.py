@@ -83,7 +83,7 @@ def test_gate_defaults() -> None:
     floors = gate.dense_floor
     # Calibrated for the packaged MiniLM embedder (benchmarks/calibrate_gate.py, docs/benchmarks.md).
     assert (floors.semantic, floors.episodic, floors.procedural, floors.session_summary) == (
-        0.45,
+        0.33,
         0.575,
         0.45,
         0.675,
@@ -95,7 +95,7 @@ def test_gate_defaults() -> None:
     )
     auto = gate.auto.dense_floor
     assert (auto.semantic, auto.episodic, auto.procedural, auto.session_summary) == (
-        0.55,
+        0.38,
         0.625,
         0.55,
         0.625,
@@ -132,7 +132,7 @@ def test_floors_for_auto_returns_the_auto_floors() -> None:
 
     assert isinstance(floors, GateFloors)
     assert floors.dense_floor == gate.auto.dense_floor
-    assert floors.dense_floor.semantic == 0.55
+    assert floors.dense_floor.semantic == 0.38
     assert floors.lexical_min_term_fraction == 0.5
     assert floors.lexical_min_matched_terms == 2
     assert floors.relative_floor == 0.0
@@ -160,7 +160,7 @@ def test_floors_follow_configured_values() -> None:
 def test_dense_floor_for_record_uses_the_summary_floor_for_session_summaries() -> None:
     floors = DenseFloors()
 
-    assert floors.for_record("semantic") == 0.45
+    assert floors.for_record("semantic") == 0.33
     assert floors.for_record("episodic") == 0.575
     assert floors.for_record("episodic", "session_summary") == 0.675
     assert floors.for_record("procedural", "user_statement") == 0.45
@@ -198,7 +198,7 @@ ingestion:
     assert cfg.store.busy_timeout_seconds == 30
     assert cfg.retrieval.default_k == 5
     assert cfg.retrieval.gate.dense_floor.episodic == 0.35
-    assert cfg.retrieval.gate.dense_floor.semantic == 0.45
+    assert cfg.retrieval.gate.dense_floor.semantic == 0.33  # the default, left alone
     assert cfg.retrieval.gate.auto.exclude_source_kinds == ("session_summary", "agent_inference")
     assert cfg.retrieval.gate.auto.relative_floor == 0.0
     assert cfg.retrieval.rrf_k == 10  # calibrated for MiniLM on LoCoMo (docs/benchmarks.md)
