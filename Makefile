@@ -84,6 +84,8 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/search_latency.py --json benchmarks/results/search_latency.json
 	$(BIN)/python benchmarks/relative_dates.py --json benchmarks/results/relative_dates.json
 	$(BIN)/python benchmarks/portal_overhead.py --json benchmarks/results/portal_overhead.json
+	$(BIN)/python benchmarks/gate_labelled.py --json benchmarks/results/gate_labelled_calibration.json
+	$(BIN)/python benchmarks/gate_labelled.py --set separation --json benchmarks/results/gate_labelled_separation.json
 	$(BIN)/python benchmarks/locomo_retrieval.py --json benchmarks/results/locomo_retrieval.json
 
 bench-quick: $(STAMP)
