@@ -59,7 +59,7 @@ unit-lean:
 
 # The benchmark tier: tests that read ../shared's LoCoMo data (a user's clone has none).
 test-locomo: $(STAMP)
-	$(BIN)/python -m pytest -m locomo tests/integration
+	$(BIN)/python -m pytest -m locomo benchmarks/tests
 
 # `retold mcp` on the SDK's 2.x line, in a venv of its own (crewai pins mcp<2 in .venv). No
 # torch: tests/unit/test_mcp.py runs on fakes; the CLI with the packaged embedder
