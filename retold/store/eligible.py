@@ -1,14 +1,35 @@
-"""The hard filter's result: an id set that remembers the SQL predicate that selected it."""
+"""The hard filter (spec §10 step 3): its SQL, its result, and the cache that keeps it current.
+
+:func:`eligible_where` is the predicate, :class:`EligibleSet` the ids it selected (with the
+predicate, for large joins), :class:`EligibleCache` recent results, and :class:`EligibleMixin`
+the store's queries, which bring a cached result forward past writes instead of re-reading it.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
+from datetime import datetime
 from itertools import chain
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["TEMP_TABLE_MAX", "CachedEligible", "EligibleCache", "EligibleSet"]
+from retold.models import ACTIVE_STATUSES, Scope
+from retold.store.rows import scope_clause
+from retold.util import format_ts
+
+if TYPE_CHECKING:
+    from retold.store.database import Database
+
+__all__ = [
+    "TEMP_TABLE_MAX",
+    "UNEXPIRED",
+    "CachedEligible",
+    "EligibleCache",
+    "EligibleMixin",
+    "EligibleSet",
+    "eligible_where",
+]
 
 TEMP_TABLE_MAX = 2000
 """Above this many ids, a join uses the predicate instead of copying the ids into a temp table.
@@ -114,7 +135,7 @@ class EligibleCache:
     (bumped by every record, status and embedding change, in any process) is the one it
     was computed under and ``now`` is before the earliest expiry among its rows. When the
     version has moved, the store brings the entry forward from the rows whose
-    ``index_version`` is newer (:meth:`Store._cached_eligible`): a write costs one indexed
+    ``index_version`` is newer (:meth:`EligibleMixin._cached_eligible`): a write costs one indexed
     read of the rows it touched, not a scan of the scope. The version is read *before* the
     rows, so a concurrent write can only make an entry look older than it is (it is brought
     forward again, idempotently), never newer.
@@ -142,3 +163,187 @@ class EligibleCache:
 
     def clear(self) -> None:
         self._entries.clear()
+
+
+_HISTORY_STATUSES = ("provisional", "confirmed", "superseded", "expired")
+UNEXPIRED = " AND (r.expires_at IS NULL OR r.expires_at > ?)"
+_UNEXPIRED = UNEXPIRED
+_FORWARD_MAX = 2000  # changed rows an eligible-set cache entry is brought forward over
+
+
+def eligible_where(
+    scopes: Sequence[Scope],
+    *,
+    types: Sequence[str] | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+    include_history: bool = False,
+    exclude_source_kinds: Sequence[str] = (),
+) -> tuple[str, list[Any]]:
+    """The hard filter's predicate over ``records r``, without the expiry bound (spec §10 step 3)."""
+    statuses = _HISTORY_STATUSES if include_history else ACTIVE_STATUSES
+    scope_sql, params = scope_clause(scopes, "r.")
+    where = f"{scope_sql} AND r.status IN ({', '.join('?' for _ in statuses)})"
+    params += statuses
+    if types:
+        where += f" AND r.type IN ({', '.join('?' for _ in types)})"
+        params += list(types)
+    if exclude_source_kinds:
+        where += f" AND r.source_kind NOT IN ({', '.join('?' for _ in exclude_source_kinds)})"
+        params += list(exclude_source_kinds)
+    if since is not None:
+        where += " AND r.event_at >= ?"
+        params.append(format_ts(since))
+    if until is not None:
+        where += " AND r.event_at <= ?"
+        params.append(format_ts(until))
+    return where, params
+
+
+class EligibleMixin:
+    """The hard filter of spec §10 step 3 as SQL, and its cache kept current across writes."""
+
+    db: Database
+    _eligible_cache: EligibleCache
+
+    if TYPE_CHECKING:
+
+        async def records_version(self) -> int: ...
+
+    async def eligible_ids(
+        self,
+        scopes: Sequence[Scope],
+        *,
+        now: datetime,
+        types: Sequence[str] | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        include_history: bool = False,
+        exclude_source_kinds: Sequence[str] = (),
+        within: Iterable[str] | None = None,
+    ) -> EligibleSet:
+        """Ids a search may rank: readable scope, live status, unexpired, wanted type and time.
+
+        This is the hard filter of spec §10 step 3: it runs before any ranking, so no
+        generator can see a record outside it. ``include_history`` admits superseded
+        and expired rows (never deleted ones) regardless of ``expires_at``. The returned
+        set also carries the SQL predicate that selected it (see :class:`EligibleSet`).
+        """
+        if not scopes:
+            return EligibleSet()
+        where, params = eligible_where(
+            scopes, types=types, since=since, until=until, include_history=include_history,
+            exclude_source_kinds=exclude_source_kinds,
+        )  # fmt: skip
+        if within is None:
+            return await self._cached_eligible(where, params, include_history, now)
+        if not include_history:
+            where += _UNEXPIRED
+            params.append(format_ts(now))
+        async with self.db.temp_ids(within) as table:
+            rows = await self.db.fetchall(
+                f"SELECT r.id FROM records r JOIN {table} w ON w.id = r.id WHERE {where}", params
+            )
+        return EligibleSet(r[0] for r in rows)
+
+    async def eligible_ids_upto(
+        self,
+        scopes: Sequence[Scope],
+        *,
+        now: datetime,
+        cap: int,
+        types: Sequence[str] | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        include_history: bool = False,
+        exclude_source_kinds: Sequence[str] = (),
+    ) -> list[str] | None:
+        """:meth:`eligible_ids` for a set the caller wants only while it is small: the ids, or
+        None once more than ``cap`` match (one bounded query either way, never the whole set)."""
+        if not scopes:
+            return []
+        where, params = eligible_where(
+            scopes, types=types, since=since, until=until, include_history=include_history,
+            exclude_source_kinds=exclude_source_kinds,
+        )  # fmt: skip
+        if not include_history:
+            where += _UNEXPIRED
+            params.append(format_ts(now))
+        ids = await self.db.fetch_column(
+            f"SELECT r.id FROM records r WHERE {where} LIMIT ?", [*params, cap + 1]
+        )
+        return None if len(ids) > cap else ids
+
+    async def _cached_eligible(
+        self, base: str, base_params: list[Any], include_history: bool, now: datetime
+    ) -> EligibleSet:
+        """The filter's ids from :class:`EligibleCache`, brought forward past any writes since.
+
+        ``base`` is the predicate without the expiry bound, which is the only part that
+        depends on ``now``; it is the cache key.
+        """
+        key = (base, tuple(base_params))
+        now_ts = format_ts(now)
+        version = await self.records_version()  # before the rows: see EligibleCache
+        entry = self._eligible_cache.get(key, now_ts)
+        if entry is not None and entry.version == version:
+            return entry.ids
+        if entry is not None and entry.version < version:
+            forward = await self._eligible_forward(entry, base, base_params, include_history, now_ts, version)
+            if forward is not None:
+                self._eligible_cache.put(key, forward)
+                return forward.ids
+        where, params = base, list(base_params)
+        valid_until = None
+        if not include_history:
+            where += _UNEXPIRED
+            params.append(now_ts)
+            # The earliest moment a row this filter would admit leaves it by expiring.
+            valid_until = await self.db.fetchval(
+                f"SELECT min(r.expires_at) FROM records r WHERE {base} AND r.expires_at > ?",
+                [*base_params, now_ts],
+            )
+        ids = EligibleSet(
+            await self.db.fetch_column(f"SELECT r.id FROM records r WHERE {where}", params),
+            where=where, params=tuple(params),
+        )  # fmt: skip
+        self._eligible_cache.put(key, CachedEligible(version, now_ts, valid_until, ids))
+        return ids
+
+    async def _eligible_forward(
+        self, entry: CachedEligible, base: str, base_params: list[Any], include_history: bool,
+        now_ts: str, version: int,
+    ) -> CachedEligible | None:  # fmt: skip
+        """``entry`` brought up to ``version`` from the rows changed since, or None to recompute.
+
+        Every change to a record stamps it with the ``index_version`` of its write (records
+        are never deleted, only marked so), so the rows above the entry's version are all
+        that can have entered or left the set; each is tested against the filter as it
+        stands now. None when too many changed (a bulk import or a re-embed: one full read is
+        cheaper), or when a changed row would make the set disagree with its predicate, whose
+        expiry bound is the entry's ``filled_at`` (a row written already expired since then).
+        """
+        rows = await self.db.fetchall(
+            f"""SELECT r.id, CASE WHEN {base} THEN 1 ELSE 0 END, r.expires_at FROM records r
+                 WHERE r.index_version > ? LIMIT ?""",
+            [*base_params, entry.version, _FORWARD_MAX + 1],
+        )
+        if len(rows) > _FORWARD_MAX:
+            return None
+        entering: list[str] = []
+        leaving: list[str] = []
+        valid_until = entry.valid_until
+        for rid, matches, expires_at in rows:
+            live = include_history or expires_at is None or expires_at > now_ts
+            if matches and not include_history and expires_at is not None:
+                if not live and expires_at > entry.filled_at:
+                    return None
+                if live and (valid_until is None or expires_at < valid_until):
+                    valid_until = expires_at
+            if matches and live:
+                if rid not in entry.ids:
+                    entering.append(rid)
+            elif rid in entry.ids:
+                leaving.append(rid)
+        ids = entry.ids.changed(entering, leaving) if entering or leaving else entry.ids
+        return CachedEligible(version, entry.filled_at, valid_until, ids)

@@ -356,14 +356,12 @@ class SearchMixin:
         """
         if not rowids:
             return {}, []
-        ddl = str(await self.db.fetchval("SELECT sql FROM sqlite_master WHERE name = 'records_fts'"))
-        using = ddl[ddl.upper().index(" USING ") :]
+        using, columns = await self._fts_definition()
         await self.db.execute(f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.retold_terms{using}")
         await self.db.execute(
             "CREATE VIRTUAL TABLE IF NOT EXISTS temp.retold_terms_vocab "
             "USING fts5vocab(temp, retold_terms, row)"
         )
-        columns = [r[1] for r in await self.db.fetchall("PRAGMA main.table_info(records_fts)")]
         listed = ", ".join(columns)
         try:
             await self.db.execute(
@@ -463,6 +461,20 @@ class SearchMixin:
         assert row is not None
         return row[0] == row[1] == row[2], int(row[0])
 
+    async def _fts_definition(self) -> tuple[str, list[str]]:
+        """``records_fts``'s `` USING fts5(...)`` clause and its columns, read once per store.
+
+        A copy or scratch table made from them tokenizes exactly as the store's index does;
+        the schema only changes under a migration, which happens before a store is open.
+        """
+        cached: tuple[str, list[str]] | None = getattr(self, "_fts_schema", None)
+        if cached is None:
+            ddl = str(await self.db.fetchval("SELECT sql FROM sqlite_master WHERE name = 'records_fts'"))
+            columns = [r[1] for r in await self.db.fetchall("PRAGMA main.table_info(records_fts)")]
+            cached = (ddl[ddl.upper().index(" USING ") :], columns)
+            self._fts_schema = cached
+        return cached
+
     async def _build_lexical_index(self, key: tuple[Scope, ...], name: str) -> LexicalIndex:
         """A ``temp`` FTS5 table with the same definition as ``records_fts`` and its readable rows.
 
@@ -470,9 +482,7 @@ class SearchMixin:
         size and BM25 input is exactly what ``records_fts`` holds for those records. On
         failure the caller drops ``name``.
         """
-        ddl = str(await self.db.fetchval("SELECT sql FROM sqlite_master WHERE name = 'records_fts'"))
-        using = ddl[ddl.upper().index(" USING ") :]
-        columns = [r[1] for r in await self.db.fetchall("PRAGMA main.table_info(records_fts)")]
+        using, columns = await self._fts_definition()
         scope_sql, params = scope_clause(key, "r.")
         record_id = f"c.c{columns.index('record_id')}"
         await self.db.execute(f"CREATE VIRTUAL TABLE temp.{name}{using}")

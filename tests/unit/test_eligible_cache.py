@@ -153,7 +153,7 @@ async def test_a_row_written_already_expired_since_the_fill_is_never_admitted(
 async def test_many_changes_are_read_again_whole(
     store: Store, clock: FakeClock, make_record: MakeRecord, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import retold.store.store as store_module
+    import retold.store.eligible as store_module
 
     monkeypatch.setattr(store_module, "_FORWARD_MAX", 2)
     await store.insert_record(make_record())
