@@ -82,6 +82,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/write_latency.py --json benchmarks/results/write_latency.json
 	$(BIN)/python benchmarks/write_latency.py --sizes 1000,10000,50000,200000 --json benchmarks/results/write_latency_sweep.json
 	$(BIN)/python benchmarks/search_latency.py --json benchmarks/results/search_latency.json
+	$(BIN)/python benchmarks/graph_state.py --check
 	$(BIN)/python benchmarks/relative_dates.py --json benchmarks/results/relative_dates.json
 	$(BIN)/python benchmarks/portal_overhead.py --json benchmarks/results/portal_overhead.json
 	$(BIN)/python benchmarks/gate_labelled.py --json benchmarks/results/gate_labelled_calibration.json
@@ -93,6 +94,7 @@ bench-quick: $(STAMP)
 	$(BIN)/python benchmarks/write_latency.py --quick
 	$(BIN)/python benchmarks/write_latency.py --sizes 200,2000 --writes 20
 	$(BIN)/python benchmarks/search_latency.py --quick
+	$(BIN)/python benchmarks/graph_state.py --records 2000 --searches 3
 	$(BIN)/python benchmarks/relative_dates.py --json /dev/null
 	$(BIN)/python benchmarks/portal_overhead.py --calls 500 --json /dev/null
 	$(BIN)/python benchmarks/locomo_retrieval.py --quick

@@ -10,6 +10,7 @@ for bad state), and SQLite errors are translated at the store boundary with ``fr
      ├── InvalidArgumentError (ValueError)  a bad id, scope, alias or argument from the host
      │    └── AliasConflictError            an alias already names a different entity
      ├── NotFoundError (LookupError)        no such record, entity or session
+     ├── IdentityError (PermissionError)    a served graph cannot tell who is calling
      ├── MissingExtraError (ImportError)    an optional extra is not installed
      └── StoreError                         the SQLite store cannot do what was asked
           ├── StoreClosedError (RuntimeError)
@@ -27,6 +28,7 @@ __all__ = [
     "AliasConflictError",
     "ConfigError",
     "EmbeddingMismatchError",
+    "IdentityError",
     "InvalidArgumentError",
     "MigrationIssuesError",
     "MissingExtraError",
@@ -60,6 +62,10 @@ class AliasConflictError(InvalidArgumentError):
 
 class NotFoundError(RetoldError, LookupError):
     """The named record, entity or session does not exist (or is not visible)."""
+
+
+class IdentityError(RetoldError, PermissionError):
+    """A served graph has no authenticated caller, or the input names someone else."""
 
 
 class MissingExtraError(RetoldError, ImportError):

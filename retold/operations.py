@@ -25,7 +25,7 @@ from typing import Any, Literal
 import anyio.to_thread
 import numpy as np
 
-from retold.config import Config, load_config
+from retold.config import Config
 from retold.erasure import plan_erasure
 from retold.errors import ConfigError, InvalidArgumentError, StoreError
 from retold.models import STATUSES, Record, Scope, SessionKey, validate_id
@@ -38,14 +38,12 @@ from retold.util import Clock, format_ts
 
 __all__ = [
     "CheckReport",
-    "CopyResult",
     "ErasureReport",
     "Finding",
     "Operations",
     "ReembedReport",
     "RetainReport",
     "SnapshotInfo",
-    "copy_store",
     "load_snapshot",
 ]
 
@@ -659,51 +657,3 @@ def _clear_cache(holder: Any) -> None:
     clear = getattr(holder, "clear_cache", None)
     if callable(clear):
         clear()
-
-
-@dataclass
-class CopyResult:
-    """What ``retold copy`` did and whether the destination matches its source."""
-
-    report: Any  # retold.store.copy.CopyReport
-    counts: dict[str, tuple[int, int]]  # table -> (rows copied, rows in the destination)
-    findings: list[Finding]
-
-    @property
-    def verified(self) -> bool:
-        return not self.findings and all(copied == counted for copied, counted in self.counts.values())
-
-
-async def copy_store(
-    source: str | os.PathLike[str],
-    destination: str | os.PathLike[str],
-    config: Config | str | os.PathLike[str] | None = None,
-    *,
-    progress: Any = None,
-) -> CopyResult:
-    """Copy a whole store into a new, empty one (SQLite ⇄ PostgreSQL), then verify it.
-
-    The destination is written in one transaction (all or nothing). Verification compares
-    every table's row count and runs :meth:`Operations.check` on the destination, with
-    ``config``'s embedding settings judging the vectors.
-    """
-    from retold.runtime import open_runtime, store_location
-    from retold.store.copy import copy_store as copy_rows
-
-    settings = config if isinstance(config, Config) else load_config(config)
-    src = await Store.open(store_location(source, settings))
-    try:
-        dst = await Store.open(store_location(destination, settings))
-        try:
-            report = await copy_rows(src, dst, progress=progress)
-            counts = {
-                table: (copied, int(await dst.db.fetchval(f"SELECT count(*) FROM {table}")))
-                for table, copied in report.rows.items()
-            }
-        finally:
-            await dst.close()
-    finally:
-        await src.close()
-    async with open_runtime(destination, settings, allow_embedding_mismatch=True) as rt:
-        findings = (await rt.ops.check()).findings
-    return CopyResult(report, counts, findings)

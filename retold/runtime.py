@@ -35,7 +35,8 @@ from retold.store.postgres import is_postgres_url
 from retold.util import Clock, SystemClock
 
 if TYPE_CHECKING:
-    from retold.ingest.extraction.run import ExtractionResult
+    from retold.ingest.extraction.run import ExtractionResult, ExtractionServices
+    from retold.retrieve.retriever import SearchRun, SearchServices
 
 __all__ = ["Runtime", "open_runtime"]
 
@@ -138,13 +139,22 @@ class Runtime:
         if self._closed:
             raise StoreClosedError("this retold runtime has been closed; open a new one with open_runtime()")
 
+    def search_services(self) -> SearchServices:
+        """What the search stages use: this runtime's store, models and config, nothing else."""
+        from retold.retrieve.retriever import SearchServices
+
+        return SearchServices(
+            config=self.config, store=self.store, clock=self.clock, embedder=self.embedder,
+            dense=self.dense, rewriter=self.rewriter, reranker=self.reranker,
+        )  # fmt: skip
+
     @property
     def search_graph(self) -> Any:
         """The compiled search graph (spec §10 as LangGraph nodes), built on first use."""
         if self._search_graph is None:
             from retold.graph_nodes.search import build_search_graph
 
-            self._search_graph = build_search_graph(self)
+            self._search_graph = build_search_graph(self.search_services())
         return self._search_graph
 
     async def search(self, principal: Principal, request: SearchRequest) -> SearchResponse:
@@ -152,17 +162,33 @@ class Runtime:
 
         The caller's identity is the principal the host derived; the readable scopes come
         from its grants. Raises :class:`~retold.errors.InvalidArgumentError` for a malformed
-        request (the tool layer turns that into ``invalid_input``).
+        request (the tool layer turns that into ``invalid_input``). A trace of the run (when
+        the host configures LangSmith or OpenTelemetry) is named ``retold_search`` and carries
+        the search id and the principal's ids as metadata.
         """
         self._check_open()
+        from retold.graph_nodes.search import SearchContext
         from retold.retrieve.retriever import SearchRun, begin_embedding, validate_request
 
         run = SearchRun(principal=principal, request=validate_request(request))
         if not self.config.retrieval.rewrite.enabled:  # the queries as given are the ones searched
-            begin_embedding(self, run, run.request.queries)
-        await self.search_graph.ainvoke({"run": run})
+            begin_embedding(self.search_services(), run, run.request.queries)
+        await self.search_graph.ainvoke(
+            {"queries": run.request.queries},
+            config={"run_name": "retold_search", "metadata": _trace_metadata(run), "tags": ["retold"]},
+            context=SearchContext(run),
+        )
         assert run.response is not None
         return run.response
+
+    def extraction_services(self) -> ExtractionServices:
+        """What the extraction stages use: this runtime's store, write path, models and config."""
+        from retold.ingest.extraction.run import ExtractionServices
+
+        return ExtractionServices(
+            config=self.config, store=self.store, clock=self.clock, ingestor=self.ingestor,
+            judge=self.judge, extractor=self.extractor, reviewer=self.reviewer,
+        )  # fmt: skip
 
     @property
     def extraction_graph(self) -> Any:
@@ -170,7 +196,7 @@ class Runtime:
         if self._extraction_graph is None:
             from retold.graph_nodes.extraction import build_extraction_graph
 
-            self._extraction_graph = build_extraction_graph(self)
+            self._extraction_graph = build_extraction_graph(self.extraction_services())
         return self._extraction_graph
 
     async def extract_session(
@@ -198,7 +224,17 @@ class Runtime:
 
         key = await self.store.resolve_session(session_id)
         run = ExtractionRun(key=key, force=force, actor=actor or EXTRACTION_ACTOR)
-        await self.extraction_graph.ainvoke({"run": run})
+        from retold.graph_nodes.extraction import ExtractionContext
+
+        await self.extraction_graph.ainvoke(
+            {"session_id": str(key)},
+            config={
+                "run_name": "retold_extraction",
+                "metadata": _extraction_metadata(key),
+                "tags": ["retold"],
+            },
+            context=ExtractionContext(run),
+        )
         assert run.result is not None
         if run.result.status == "skipped" and run.result.reason == "not_found":
             raise NotFoundError(f"no session {str(key)!r}")
@@ -270,6 +306,19 @@ class Runtime:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         await self.close(cancel_background=exc is not None)
+
+
+def _trace_metadata(run: SearchRun) -> dict[str, Any]:
+    """What makes a search's trace findable: its id, who searched, how."""
+    p = run.principal
+    return {
+        "retold_search_id": run.search_id, "agent_id": p.agent_id, "user_id": p.user_id,
+        "session_id": p.session_id, "trigger": run.request.trigger,
+    }  # fmt: skip
+
+
+def _extraction_metadata(key: SessionKey) -> dict[str, Any]:
+    return {"session_id": key.session_id, "agent_id": key.agent_id, "user_id": key.user_id}
 
 
 def _reviewer_from_config(config: Config) -> Any:

@@ -31,6 +31,7 @@ from pydantic import Field
 
 from retold.adapters.portal import LoopBridge
 from retold.errors import InvalidArgumentError, NotFoundError
+from retold.graph_nodes.identity import is_served, served_principal
 from retold.models import Principal, SessionKey
 from retold.policy.prompt import MODES
 from retold.retrieve.render import json_line
@@ -128,14 +129,22 @@ def _field(source: Any, key: str) -> Any:
 
 
 def run_principal(context: Any, config: RunnableConfig | None, *, require_session: bool = True) -> Principal:
-    """The caller for one run: context (or ``configurable``) identity, ``thread_id`` as session id."""
+    """The caller for one run: context (or ``configurable``) identity, ``thread_id`` as session id.
+
+    On a run a LangGraph server serves, identity is the server's authenticated user's
+    (:func:`~retold.graph_nodes.identity.served_principal`): the context may only agree.
+    """
     configurable = (config or {}).get("configurable") or {}
 
     def pick(key: str) -> Any:
         value = _field(context, key)
         return value if value not in (None, "") else configurable.get(key)
 
-    agent_id, user_id = pick("agent_id"), pick("user_id")
+    agent_id, user_id, project_id = pick("agent_id"), pick("user_id"), pick("project_id")
+    if is_served(configurable):  # a LangGraph server's run: identity from its authenticated user
+        fields = {"agent_id": agent_id, "user_id": user_id, "project_id": project_id}
+        served = served_principal(fields, configurable)
+        agent_id, user_id, project_id = served.agent_id, served.user_id, served.project_id
     if not agent_id or not user_id:
         raise InvalidArgumentError(
             "retold needs the caller's identity from the run: invoke with "
@@ -148,7 +157,6 @@ def run_principal(context: Any, config: RunnableConfig | None, *, require_sessio
             'retold uses the thread id as the session id: invoke with config={"configurable": '
             '{"thread_id": "<session id>"}}'
         )
-    project_id = pick("project_id")
     return Principal(
         agent_id=str(agent_id),
         user_id=str(user_id),

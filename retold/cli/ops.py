@@ -308,7 +308,7 @@ def copy_command(source: str, destination: str, config_path: str | None) -> None
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from retold.operations import copy_store
+    from retold.copying import copy_store
 
     bar = Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -219,6 +219,18 @@ class GateFloors:
     def for_request(self, gate: bool) -> GateFloors:
         """These floors, or :meth:`opened` ones when the request turned the gate off."""
         return self if gate else self.opened()
+
+    def summary(self) -> dict[str, Any]:
+        """The floors as JSON: what a search log row and the gate's view in a trace show."""
+        return {
+            "dense_floor": self.dense_floor.model_dump(),
+            "lexical_min_term_fraction": self.lexical_min_term_fraction,
+            "lexical_min_matched_terms": self.lexical_min_matched_terms,
+            "relative_floor": self.relative_floor,
+            "context_floor": self.context_floor,
+            "exclude_source_kinds": list(self.exclude_source_kinds),
+            "query_kind": self.query_kind,  # auto floors differ for turns that ask nothing
+        }
 
 
 class GateConfig(_Block):

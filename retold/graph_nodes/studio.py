@@ -1,10 +1,17 @@
 """Graphs for ``langgraph dev`` (see ``langgraph.json``): watch retold's pipelines node by node.
 
-    RETOLD_STORE=memory.sqlite LANGGRAPH_CLI_NO_ANALYTICS=1 LANGSMITH_TRACING=false \\
-        langgraph dev --no-browser --no-reload --host 127.0.0.1 --port 2024
+    RETOLD_STORE=memory.sqlite RETOLD_GRAPH_IDENTITY=input LANGGRAPH_CLI_NO_ANALYTICS=1 \\
+        LANGSMITH_TRACING=false langgraph dev --no-browser --no-reload --host 127.0.0.1 --port 2024
+
+Identity: every graph here takes the caller from the server's authenticated user (a
+LangGraph ``Auth`` handler; its user's ``identity`` is the user id, its ``retold_agent_id``
+field or ``$RETOLD_AGENT_ID`` the agent id). On your own machine, ``RETOLD_GRAPH_IDENTITY=input``
+lets the input (or the agent's context) name them instead; never set it on a server others
+can reach (:mod:`retold.graph_nodes.identity`).
 
 * ``retold_search``: the search graph (spec §10). Input is plain JSON:
-  ``{"agent_id": "planner", "user_id": "u1", "queries": ["answer style"]}``.
+  ``{"agent_id": "planner", "user_id": "u1", "queries": ["answer style"]}``; each node's
+  update is what that stage decided (a few kilobytes), the last one the response.
 * ``retold_extraction``: the extraction graph (spec §8.2); input ``{"session_id": "s1"}``.
   It needs an extractor and a reviewer in the config (``ingestion.extraction_enabled``).
 * ``retold_memory_agent``: a Deep Agents agent with retold's middleware. Its model is a
@@ -76,14 +83,27 @@ async def runtime() -> Runtime:
     return await asyncio.to_thread(_open_runtime)
 
 
+def _served(name: str, build: Any) -> Any:
+    graph = _opened.get(name)
+    if graph is None:
+        graph = _opened[name] = build()
+    return graph
+
+
 async def search_graph(config: RunnableConfig) -> Any:
-    """The compiled search graph of the shared runtime."""
-    return (await runtime()).search_graph
+    """The search graph over the shared runtime; identity from the server's authenticated user."""
+    from retold.graph_nodes.search import build_search_graph
+
+    rt = await runtime()
+    return _served("search_graph", lambda: build_search_graph(rt.search_services(), served=True))
 
 
 async def extraction_graph(config: RunnableConfig) -> Any:
-    """The compiled extraction graph of the shared runtime."""
-    return (await runtime()).extraction_graph
+    """The extraction graph over the shared runtime; only the authenticated user's sessions."""
+    from retold.graph_nodes.extraction import build_extraction_graph
+
+    rt = await runtime()
+    return _served("extraction_graph", lambda: build_extraction_graph(rt.extraction_services(), served=True))
 
 
 class ScriptedMemoryModel(BaseChatModel):

@@ -1,9 +1,10 @@
 """The search pipeline of spec §10.1 as five async stages over one :class:`SearchRun`.
 
 ``prepare`` (rewrite, scopes, hard filter, index refresh) → ``generate`` (embed, dense,
-lexical, entity) → ``rank`` (fuse, freshness, gate, dedup) → ``rerank`` (optional) →
-``respond`` (budget, explain, log). Each stage is a plain async function of the runtime
-and the run, so it is testable without a graph; ``retold.graph_nodes.search`` wires them
+lexical, entity) → ``rank`` (fuse, freshness) → ``gate`` (gate, dedup) → ``rerank``
+(optional) → ``respond`` (budget, explain, log). Each stage is a plain async function of
+the services it uses (:class:`SearchServices`) and the run, so it is testable without a
+graph; ``retold.graph_nodes.search`` wires them
 into a compiled LangGraph graph. The hard filter runs before any ranking and every later
 stage re-checks membership in ``eligible``, so no channel can surface a record the caller
 may not read.
@@ -51,10 +52,13 @@ from retold.util import new_id
 
 if TYPE_CHECKING:
     from retold.config import Config, GateFloors
-    from retold.runtime import Runtime
+    from retold.index.dense import DenseSearch
+    from retold.store import Store
+    from retold.util import Clock
 
 __all__ = [
-    "SEARCH_STAGES", "SearchRun", "generate", "prepare", "rank", "rerank", "respond", "validate_request",
+    "SEARCH_STAGES", "SearchRun", "SearchServices", "gate_stage", "generate", "prepare", "rank", "rerank",
+    "respond", "validate_request",
 ]  # fmt: skip
 
 MAX_QUERIES = 3
@@ -67,6 +71,19 @@ SEARCH_STAGES: tuple[str, ...] = (
 )  # fmt: skip
 """Every search stage, in order: each response and search_log row carries all of them (0.0 when one
 was skipped); the log row lacks only ``log`` itself, still running when the row is written."""
+
+
+@dataclass(frozen=True, slots=True)
+class SearchServices:
+    """What the search stages use, and nothing else: the runtime builds one per search."""
+
+    config: Config
+    store: Store
+    clock: Clock
+    embedder: Any
+    dense: DenseSearch
+    rewriter: Any
+    reranker: Any
 
 
 @dataclass
@@ -98,6 +115,7 @@ class SearchRun:
     candidates: list[Candidate] = field(default_factory=list)  # fused, freshness applied, eligible only
     fused_log: list[list[Any]] = field(default_factory=list)
     records: dict[str, Record] = field(default_factory=dict)
+    snippets: dict[str, str] = field(default_factory=dict)  # short text of candidates not loaded whole
     prefetch_ms: float = 0.0
     broad_entities: list[str] = field(default_factory=list)  # named, but too broad to select
     subjects: dict[str, GateSubject] = field(default_factory=dict)
@@ -154,14 +172,14 @@ def run_floors(config: Config, run: SearchRun) -> GateFloors:
     return run.floors
 
 
-async def prepare(rt: Runtime, run: SearchRun) -> None:
+async def prepare(services: SearchServices, run: SearchRun) -> None:
     """Rewrite, readable scopes, the hard filter, and the index refresh."""
-    cfg = rt.config.retrieval
-    run.started_at = rt.clock.now()
-    run.warm = bool(getattr(rt.embedder, "is_loaded", False) and rt.dense.is_loaded)
+    cfg = services.config.retrieval
+    run.started_at = services.clock.now()
+    run.warm = bool(getattr(services.embedder, "is_loaded", False) and services.dense.is_loaded)
     t = run.t0
     run.queries, run.rewrite_status = await rewrite_stage(
-        rt.rewriter,
+        services.rewriter,
         run.request.queries,
         run.request.context,
         enabled=cfg.rewrite.enabled,
@@ -172,14 +190,14 @@ async def prepare(rt: Runtime, run: SearchRun) -> None:
     # The model call is the longest stage: it starts as soon as its text is known (before the
     # graph when nothing can rewrite the queries), and the scopes, the hard filter and the
     # index refresh run while it works.
-    begin_embedding(rt, run, run.queries)
-    run.scopes = await readable_scopes(rt.store, run.principal)
+    begin_embedding(services, run, run.queries)
+    run.scopes = await readable_scopes(services.store, run.principal)
     if run.request.scopes is not None:  # an adapter narrowing the search; never widening it
         wanted = set(run.request.scopes)
         run.scopes = [s for s in run.scopes if s in wanted]
     t = run.mark("scopes", t)
-    floors = run_floors(rt.config, run)
-    run.eligible = await rt.store.eligible_ids(
+    floors = run_floors(services.config, run)
+    run.eligible = await services.store.eligible_ids(
         run.scopes,
         now=run.started_at,
         types=run.request.types,
@@ -189,17 +207,17 @@ async def prepare(rt: Runtime, run: SearchRun) -> None:
         exclude_source_kinds=floors.exclude_source_kinds,
     )
     t = run.mark("filter", t)
-    run.index_refresh = await rt.dense.refresh()
+    run.index_refresh = await services.dense.refresh()
     run.mark("index_refresh", t)
 
 
-def begin_embedding(rt: Runtime, run: SearchRun, texts: list[str]) -> None:
+def begin_embedding(services: SearchServices, run: SearchRun, texts: list[str]) -> None:
     """Start embedding ``texts`` for the dense channel unless that is already under way."""
     if run.embedding is None or run.embedding[0] != texts:
-        run.embedding = (list(texts), embed_queries(rt, run, texts))
+        run.embedding = (list(texts), embed_queries(services, run, texts))
 
 
-def embed_queries(rt: Runtime, run: SearchRun, texts: list[str]) -> asyncio.Future[np.ndarray]:
+def embed_queries(services: SearchServices, run: SearchRun, texts: list[str]) -> asyncio.Future[np.ndarray]:
     """The query vectors, computed in a worker thread (the event loop runs the SQL meanwhile).
 
     A future nobody awaits (a search that ends early, a focused query replacing the written
@@ -208,7 +226,7 @@ def embed_queries(rt: Runtime, run: SearchRun, texts: list[str]) -> asyncio.Futu
 
     def embed() -> np.ndarray:
         t = time.perf_counter()
-        qvecs = np.asarray(rt.embedder.embed_queries(texts))
+        qvecs = np.asarray(services.embedder.embed_queries(texts))
         run.mark("embed", t)
         return qvecs
 
@@ -217,9 +235,9 @@ def embed_queries(rt: Runtime, run: SearchRun, texts: list[str]) -> asyncio.Futu
     return future
 
 
-async def generate(rt: Runtime, run: SearchRun) -> None:
+async def generate(services: SearchServices, run: SearchRun) -> None:
     """Dense, lexical and entity candidates. Lexical and entity SQL run while the embedder works."""
-    cfg = rt.config.retrieval
+    cfg = services.config.retrieval
     k = cfg.per_generator_k
     # The dense query leaves out names too broad to choose (query_focus), known once the entity
     # stage has resolved them. The query as written is embedded meanwhile, so a query naming no
@@ -227,7 +245,7 @@ async def generate(rt: Runtime, run: SearchRun) -> None:
     named: asyncio.Future[QueryEntities] = asyncio.get_running_loop().create_future()
 
     async def dense() -> None:
-        begin_embedding(rt, run, run.queries)
+        begin_embedding(services, run, run.queries)
         assert run.embedding is not None
         written = run.embedding[1]
         try:
@@ -239,7 +257,7 @@ async def generate(rt: Runtime, run: SearchRun) -> None:
             if run.dense_queries == run.queries:
                 qvecs = await written
             else:
-                qvecs = await embed_queries(rt, run, run.dense_queries)
+                qvecs = await embed_queries(services, run, run.dense_queries)
         finally:
             if not written.done():  # its thread finishes on its own; nobody reads the result
                 written.cancel()
@@ -248,11 +266,15 @@ async def generate(rt: Runtime, run: SearchRun) -> None:
         # Best cosine per record over the queries, capped after the union (spec §10.1): the
         # in-process index (SQLite) or pgvector inside PostgreSQL (retold.index.dense).
         run.dense = [
-            (rid, cos) for rid, cos in await rt.dense.search(qvecs, run.eligible, k) if rid in run.eligible
+            (rid, cos)
+            for rid, cos in await services.dense.search(qvecs, run.eligible, k)
+            if rid in run.eligible
         ]
-        inside = await in_time_windows(rt, run)
+        inside = await in_time_windows(services, run)
         if inside:
-            windowed = [(rid, cos) for rid, cos in await rt.dense.search(qvecs, inside, k) if rid in inside]
+            windowed = [
+                (rid, cos) for rid, cos in await services.dense.search(qvecs, inside, k) if rid in inside
+            ]
             run.dense = interleave(run.dense, windowed, k)
         run.mark("dense", t)
 
@@ -260,7 +282,7 @@ async def generate(rt: Runtime, run: SearchRun) -> None:
         t = time.perf_counter()
         try:
             entities = await selective_aliases(
-                rt.store,
+                services.store,
                 alias_candidates(run.queries, run.request.entities, cfg.max_alias_tokens),
                 run.principal,
                 run.scopes,
@@ -276,7 +298,7 @@ async def generate(rt: Runtime, run: SearchRun) -> None:
         aliases = entities.selective
         alias_set = frozenset(aliases)
         run.lexical = await lexical_search(
-            rt.store,
+            services.store,
             run.queries,
             run.eligible,
             k,
@@ -287,11 +309,11 @@ async def generate(rt: Runtime, run: SearchRun) -> None:
             unselective=entities.unselective if cfg.focus_queries else frozenset(),
         )
         t = run.mark("lexical", t)
-        run.entity = await entity_search(rt.store, aliases, run.eligible, k)
+        run.entity = await entity_search(services.store, aliases, run.eligible, k)
         t = run.mark("entity", t)
         # Load these candidates while the embedder works; fuse then reads only the dense ones.
         ids = [h.record_id for h in run.lexical] + [h.record_id for h in run.entity]
-        run.records = {r.id: r for r in await rt.store.get_records(ids)}
+        run.records = {r.id: r for r in await services.store.get_records(ids)}
         run.prefetch_ms = (time.perf_counter() - t) * 1000.0
 
     if not run.eligible:
@@ -299,31 +321,44 @@ async def generate(rt: Runtime, run: SearchRun) -> None:
             run.timings[stage] = 0.0
         return
     await asyncio.gather(dense(), lexical_and_entity())
+    # What ranking reads of the dense-only candidates (most fail the gate: not whole records).
+    t = time.perf_counter()
+    run.subjects = {rid: GateSubject(r.type, r.source_kind, r.event_at) for rid, r in run.records.items()}
+    await _load_facts(services, run, [rid for rid, _ in run.dense])
+    run.prefetch_ms += (time.perf_counter() - t) * 1000.0
 
 
-async def in_time_windows(rt: Runtime, run: SearchRun) -> set[str]:
+async def _load_facts(services: SearchServices, run: SearchRun, record_ids: list[str]) -> None:
+    """Gate subjects and short texts for candidates not loaded yet."""
+    missing = [rid for rid in record_ids if rid not in run.subjects]
+    for rid, facts in (await services.store.record_facts(missing)).items():
+        run.subjects[rid] = GateSubject(facts.type, facts.source_kind, facts.event_at)
+        run.snippets[rid] = facts.snippet
+
+
+async def in_time_windows(services: SearchServices, run: SearchRun) -> set[str]:
     """The eligible records whose event time falls in a window the query names (time_window).
 
     Empty when the query names no date, or when the windows hold every eligible record (a
     preference that prefers everything changes nothing).
     """
-    cfg = rt.config.retrieval
-    now = run.started_at or rt.clock.now()
+    cfg = services.config.retrieval
+    now = run.started_at or services.clock.now()
     run.windows = query_windows(run.queries, now, cfg.time_window_slack_days) if cfg.time_windows else []
     if not run.windows:
         return set()
-    floors = run_floors(rt.config, run)
+    floors = run_floors(services.config, run)
     inside = await eligible_within(
-        rt.store, [(w.start, w.end) for w in run.windows], scopes=run.scopes, eligible=run.eligible,
+        services.store, [(w.start, w.end) for w in run.windows], scopes=run.scopes, eligible=run.eligible,
         request=run.request, now=now, exclude_source_kinds=floors.exclude_source_kinds,
         max_records=cfg.time_window_max_records,
     )  # fmt: skip
     return inside if len(inside) < len(run.eligible) else set()
 
 
-async def _fuse(rt: Runtime, run: SearchRun) -> list[Candidate]:
+async def _fuse(services: SearchServices, run: SearchRun) -> list[Candidate]:
     """Fuse the generators' lists (and any context pass), keep the eligible, load their facts."""
-    cfg = rt.config.retrieval
+    cfg = services.config.retrieval
     fused = fuse(
         run.dense,
         [(h.record_id, h.bm25, h.match) for h in run.lexical],
@@ -337,43 +372,44 @@ async def _fuse(rt: Runtime, run: SearchRun) -> list[Candidate]:
     run.fused_log = [
         [c.record_id, c.fused_rank, round(c.rrf_score, 6), *([1] if c.in_context else [])] for c in fused
     ]
-    # Whole records for the lexical and entity candidates were loaded during generate; of the
-    # dense-only ones, read just what ranking needs: most of them fail the gate.
-    if not run.subjects:
-        run.subjects = {rid: GateSubject(r.type, r.source_kind, r.event_at) for rid, r in run.records.items()}
-    missing = [c.record_id for c in fused if c.record_id not in run.subjects]
-    for rid, (kind, source_kind, event_at) in (await rt.store.record_facts(missing)).items():
-        run.subjects[rid] = GateSubject(kind, source_kind, event_at)
+    # Loaded during generate, but for the context pass's hits.
+    await _load_facts(services, run, [c.record_id for c in fused])
     return [c for c in fused if c.record_id in run.subjects]
 
 
-async def rank(rt: Runtime, run: SearchRun) -> None:
-    """Fuse, enforce the isolation invariant, freshness, gate and duplicate collapse."""
-    cfg = rt.config.retrieval
+async def rank(services: SearchServices, run: SearchRun) -> None:
+    """Fuse, enforce the isolation invariant, then freshness."""
+    cfg = services.config.retrieval
     t = time.perf_counter()
-    fused = await _fuse(rt, run)
+    fused = await _fuse(services, run)
     if cfg.context_anchors and cfg.context_k and run.qvecs is not None and fused:
         # Same-day context (retold.retrieve.context): a second dense pass over the days of the
         # best candidates, fused as one more list; then fuse again.
         anchors = fused[: cfg.context_anchors]
         days = anchor_days(run.subjects[c.record_id].event_at for c in anchors)
         run.context = await same_day_hits(
-            rt.store, rt.dense, run.qvecs, days=days, scopes=run.scopes, eligible=run.eligible,
-            request=run.request, now=run.started_at or rt.clock.now(),
-            exclude_source_kinds=run_floors(rt.config, run).exclude_source_kinds,
+            services.store, services.dense, run.qvecs, days=days, scopes=run.scopes, eligible=run.eligible,
+            request=run.request, now=run.started_at or services.clock.now(),
+            exclude_source_kinds=run_floors(services.config, run).exclude_source_kinds,
             skip={c.record_id for c in anchors}, k=cfg.context_k, max_records=cfg.context_max_records,
         )  # fmt: skip
         if run.context:
-            fused = await _fuse(rt, run)
+            fused = await _fuse(services, run)
     t = run.mark("fuse", t)
     run.timings["fuse"] = round(run.timings["fuse"] + run.prefetch_ms, 3)  # loads done during generate
     skip = run.request.since is not None or run.request.until is not None
     run.candidates = apply_freshness(
-        fused, run.subjects, run.started_at or rt.clock.now(), cfg.freshness, skip=skip
+        fused, run.subjects, run.started_at or services.clock.now(), cfg.freshness, skip=skip
     )
-    t = run.mark("freshness", t)
-    floors = run_floors(rt.config, run)
-    if rt.config.reranker.enabled and rt.config.reranker.mode == "cross_encoder_only":
+    run.mark("freshness", t)
+
+
+async def gate_stage(services: SearchServices, run: SearchRun) -> None:
+    """The relevance gate, then duplicate collapse; the survivors are loaded whole."""
+    cfg = services.config.retrieval
+    t = time.perf_counter()
+    floors = run_floors(services.config, run)
+    if services.config.reranker.enabled and services.config.reranker.mode == "cross_encoder_only":
         # The cross-encoder is the only relevance decision: apply the source-kind policy alone.
         run.kept = [
             c
@@ -384,31 +420,31 @@ async def rank(rt: Runtime, run: SearchRun) -> None:
     else:
         run.kept, run.gated_out = gate(run.candidates, run.subjects, floors)
     t = run.mark("gate", t)
-    cosine = await rt.dense.cosine_lookup([c.record_id for c in run.kept])
+    cosine = await services.dense.cosine_lookup([c.record_id for c in run.kept])
     run.kept, run.deduped_out = collapse_duplicates(run.kept, cosine, cfg.dedup_cosine)
     t = run.mark("dedup", t)
     # The survivors go on to the reranker, the budget and the explanations: whole records now
     # (candidate loading, so its time is counted in `fuse`).
     survivors = [c.record_id for c in run.kept if c.record_id not in run.records]
     if survivors:
-        run.records.update({r.id: r for r in await rt.store.get_records(survivors)})
+        run.records.update({r.id: r for r in await services.store.get_records(survivors)})
         run.kept = [c for c in run.kept if c.record_id in run.records]  # gone since: not served
         run.timings["fuse"] = round(run.timings["fuse"] + (time.perf_counter() - t) * 1000.0, 3)
 
 
-def wants_rerank(rt: Runtime, run: SearchRun) -> bool:
-    return bool(rt.config.reranker.enabled and run.kept)
+def wants_rerank(services: SearchServices, run: SearchRun) -> bool:
+    return bool(services.config.reranker.enabled and run.kept)
 
 
-async def rerank(rt: Runtime, run: SearchRun) -> None:
+async def rerank(services: SearchServices, run: SearchRun) -> None:
     """The optional cross-encoder pass on copies of the shortlist (spec §10.7)."""
     from retold.index.reranker import RerankError, apply_rerank, rerank_with_timeout
 
-    cfg = rt.config.reranker
+    cfg = services.config.reranker
     t = time.perf_counter()
     shortlist = run.kept[: cfg.candidates]
     docs = [(c.record_id, run.records[c.record_id].content) for c in shortlist]
-    outcome = await rerank_with_timeout(rt.reranker, run.queries, docs, timeout_ms=cfg.timeout_ms)
+    outcome = await rerank_with_timeout(services.reranker, run.queries, docs, timeout_ms=cfg.timeout_ms)
     run.rerank_status = outcome.status
     if outcome.status == "applied":
         result = apply_rerank([c.record_id for c in shortlist], outcome.scores, cfg.floor)
@@ -430,27 +466,27 @@ async def rerank(rt: Runtime, run: SearchRun) -> None:
         if cfg.on_failure == "fail":
             raise RerankError(f"reranker {outcome.status}: {outcome.error}")
         if cfg.mode == "cross_encoder_only":  # never serve the ungated pool
-            floors = run_floors(rt.config, run)
+            floors = run_floors(services.config, run)
             run.kept, more = gate(run.kept, run.subjects, floors)
             run.gated_out += more
     run.mark("rerank", t)
 
 
-async def respond(rt: Runtime, run: SearchRun) -> SearchResponse:
+async def respond(services: SearchServices, run: SearchRun) -> SearchResponse:
     """Budget fill with conflict pairs, explanations, the search_log row, the response."""
-    cfg = rt.config.retrieval
+    cfg = services.config.retrieval
     t = time.perf_counter()
     run.timings.setdefault("rerank", 0.0)
     k = run.request.k or (cfg.trigger.auto_k if run.request.trigger == "auto" else cfg.default_k)
-    conflicts = await _eligible_conflicts(rt, run, [c.record_id for c in run.kept])
+    conflicts = await _eligible_conflicts(services, run, [c.record_id for c in run.kept])
     partners = {o for others in conflicts.values() for o in others if o not in run.records}
     if partners:
-        run.records.update({r.id: r for r in await rt.store.get_records(partners)})
+        run.records.update({r.id: r for r in await services.store.get_records(partners)})
     by_id = {c.record_id: c for c in run.candidates}
     admitted, budget_out = fill_budget(
         run.kept,
         run.records,
-        lambda r: _counterpart(rt, r, conflicts.get(r.id, []), run, by_id),
+        lambda r: _counterpart(services, r, conflicts.get(r.id, []), run, by_id),
         k=k,
         token_budget=cfg.token_budget,
     )
@@ -461,11 +497,11 @@ async def respond(rt: Runtime, run: SearchRun) -> SearchResponse:
     results = []
     missing = [a.candidate.record_id for a in admitted if a.candidate.record_id not in conflicts]
     if missing:  # counterparts admitted beside a provisional record
-        conflicts.update(await _eligible_conflicts(rt, run, missing))
+        conflicts.update(await _eligible_conflicts(services, run, missing))
     # A shared record may link an entity the caller cannot read (another user's person):
     # its id stays out of what this caller is shown.
     linked = {e for a in admitted for e in run.records[a.candidate.record_id].entity_ids}
-    shown = await rt.store.readable_entity_ids(linked, run.scopes) if linked else set()
+    shown = await services.store.readable_entity_ids(linked, run.scopes) if linked else set()
     for admission in admitted:
         record = run.records[admission.candidate.record_id]
         if any(e not in shown for e in record.entity_ids):
@@ -485,15 +521,16 @@ async def respond(rt: Runtime, run: SearchRun) -> SearchResponse:
         results.append(SearchResult(record, admission.candidate.score, explanation))
     reason = None
     if not results:
-        reason = _empty_reason(rt, run, budget_out)
+        reason = _empty_reason(services, run, budget_out)
     t = run.mark("explain", t)
     # Skipped stages are present with 0.0, never missing; stage order first, any extra key kept.
     run.timings = {s: run.timings.get(s, 0.0) for s in SEARCH_STAGES} | run.timings
     logged_timings = {s: v for s, v in run.timings.items() if s != "log"}
     logged_timings["total"] = round((time.perf_counter() - run.t0) * 1000.0, 3)
-    row = log_row(rt.config, rt.embedder, run, run_floors(rt.config, run), results, reason, budget_out,
-                  logged_timings)  # fmt: skip
-    await rt.store.insert_search_log(row)
+    floors = run_floors(services.config, run)
+    cfg_all, embedder = services.config, services.embedder
+    row = log_row(cfg_all, embedder, run, floors, results, reason, budget_out, logged_timings)
+    await services.store.insert_search_log(row)
     run.mark("log", t)
     run.timings["total"] = round((time.perf_counter() - run.t0) * 1000.0, 3)
     run.response = SearchResponse(
@@ -508,13 +545,15 @@ async def respond(rt: Runtime, run: SearchRun) -> SearchResponse:
     return run.response
 
 
-async def _eligible_conflicts(rt: Runtime, run: SearchRun, record_ids: list[str]) -> dict[str, list[str]]:
-    found = await rt.store.conflicts_of(record_ids)
+async def _eligible_conflicts(
+    services: SearchServices, run: SearchRun, record_ids: list[str]
+) -> dict[str, list[str]]:
+    found = await services.store.conflicts_of(record_ids)
     return {rid: [o for o in others if o in run.eligible] for rid, others in found.items()}
 
 
 def _counterpart(
-    rt: Runtime, record: Record, partners: list[str], run: SearchRun, by_id: dict[str, Candidate]
+    services: SearchServices, record: Record, partners: list[str], run: SearchRun, by_id: dict[str, Candidate]
 ) -> Candidate | None:
     """The eligible conflict partner with authority over a provisional record, if any."""
     from retold.policy.lifecycle import has_authority
@@ -524,8 +563,8 @@ def _counterpart(
         partner = run.records.get(partner_id)
         if partner is None or not partner.is_active:
             continue
-        stronger = partner.status == "confirmed" or has_authority(partner, record, rt.config)
-        if stronger and (best is None or has_authority(partner, best, rt.config)):
+        stronger = partner.status == "confirmed" or has_authority(partner, record, services.config)
+        if stronger and (best is None or has_authority(partner, best, services.config)):
             best = partner
     if best is None:
         return None
@@ -535,10 +574,10 @@ def _counterpart(
     return Candidate(best.id, None, None, None, None, None, 0.0, 0, None, 0.0, None, None, None)
 
 
-def _empty_reason(rt: Runtime, run: SearchRun, budget_out: list[str]) -> str:
-    floors = run_floors(rt.config, run)
+def _empty_reason(services: SearchServices, run: SearchRun, budget_out: list[str]) -> str:
+    floors = run_floors(services.config, run)
     if run.kept and budget_out:
         return "every relevant record exceeded the token budget"
     if run.reranked is not None and not run.kept:
-        return f"every shortlisted record fell below the reranker floor {rt.config.reranker.floor}"
+        return f"every shortlisted record fell below the reranker floor {services.config.reranker.floor}"
     return empty_reason(run.candidates, run.subjects, floors, len(run.eligible))

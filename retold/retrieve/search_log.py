@@ -101,16 +101,8 @@ def log_row(
             "broad_entities": run.broad_entities,
             "focus_queries": cfg.retrieval.focus_queries,
             "entity_max_share": cfg.retrieval.entity_max_share,
-            "gate": {
-                "enabled": req.gate,  # False: the caller asked for every match (floors at zero)
-                "dense_floor": floors.dense_floor.model_dump(),
-                "lexical_min_term_fraction": floors.lexical_min_term_fraction,
-                "lexical_min_matched_terms": floors.lexical_min_matched_terms,
-                "relative_floor": floors.relative_floor,
-                "context_floor": floors.context_floor,
-                "exclude_source_kinds": list(floors.exclude_source_kinds),
-                "query_kind": floors.query_kind,  # auto floors differ for turns that ask nothing
-            },
+            # enabled False: the caller asked for every match (floors at zero)
+            "gate": {"enabled": req.gate, **floors.summary()},
             "dedup_cosine": cfg.retrieval.dedup_cosine,
             "rrf_k": cfg.retrieval.rrf_k,
         },

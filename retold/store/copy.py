@@ -20,7 +20,7 @@ from retold.errors import InvalidArgumentError
 from retold.store.bulk import FTS_ROW_SQL
 from retold.store.store import Store
 
-__all__ = ["COPIED_TABLES", "CopyReport", "copy_store"]
+__all__ = ["COPIED_TABLES", "CopyReport", "copy_store", "table_counts"]
 
 PAGE = 2_000
 _DERIVED = frozenset({"rowid", "embedding"})  # identities, and pgvector's copy of the vector bytes
@@ -131,3 +131,10 @@ async def copy_store(
         if progress is not None:
             progress("records_fts", len(ids), len(ids))
     return report
+
+
+async def table_counts(store: Store, tables: list[str]) -> dict[str, int]:
+    """Rows in each of ``tables`` (the names a :class:`CopyReport` lists, never input)."""
+    if not all(t.isidentifier() for t in tables):
+        raise InvalidArgumentError("table names must be plain identifiers")
+    return {t: int(await store.db.fetchval(f"SELECT count(*) FROM {t}")) for t in tables}

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -39,7 +39,7 @@ from retold.store.sources import SourcesMixin
 from retold.store.vectors import VectorsMixin
 from retold.util import Clock, SystemClock, format_ts, parse_ts
 
-__all__ = ["Store"]
+__all__ = ["FACT_SNIPPET_CHARS", "RecordFacts", "Store"]
 
 # Columns a caller may change after insert; id, scope and creation facts never change.
 _MUTABLE = frozenset(
@@ -50,6 +50,16 @@ _MUTABLE = frozenset(
 )  # fmt: skip
 _FTS_COLUMNS = frozenset({"content", "subject"})
 _IN_LIST_MAX = 500  # ids bound as parameters; larger lists go through a temporary table
+FACT_SNIPPET_CHARS = 120
+
+
+class RecordFacts(NamedTuple):
+    """A candidate as ranking sees it before it is loaded whole: :meth:`Store.record_facts`."""
+
+    type: str
+    source_kind: str
+    event_at: datetime
+    snippet: str  # the content's first FACT_SNIPPET_CHARS characters
 
 
 class Store(
@@ -252,22 +262,24 @@ class Store(
             raise NotFoundError(f"no record {record_id!r}")
         return record
 
-    async def record_facts(self, record_ids: Iterable[str]) -> dict[str, tuple[str, str, datetime]]:
-        """``{id: (type, source_kind, event_at)}``: what ranking and the gate read of a candidate.
+    async def record_facts(self, record_ids: Iterable[str]) -> dict[str, RecordFacts]:
+        """What ranking and the gate read of a candidate, and a short text for showing it.
 
-        A search scores dozens of candidates and keeps a few; reading these three columns
-        for the rest costs one small read instead of whole records with their entity links.
+        A search scores dozens of candidates and keeps a few; reading these columns for
+        the rest costs one small read instead of whole records with their entity links.
         """
         ids = list(dict.fromkeys(record_ids))
-        found: dict[str, tuple[str, str, datetime]] = {}
+        found: dict[str, RecordFacts] = {}
         for start in range(0, len(ids), _IN_LIST_MAX):
             chunk = ids[start : start + _IN_LIST_MAX]
             marks = ", ".join("?" * len(chunk))
             rows = await self.db.fetchall(
-                f"SELECT id, type, source_kind, event_at FROM records WHERE id IN ({marks})", chunk
+                f"""SELECT id, type, source_kind, event_at, substr(content, 1, {FACT_SNIPPET_CHARS})
+                      FROM records WHERE id IN ({marks})""",
+                chunk,
             )
-            for rid, kind, source_kind, event_at in rows:
-                found[rid] = (kind, source_kind, parse_ts(event_at))  # type: ignore[assignment]
+            for rid, kind, source_kind, event_at, text in rows:
+                found[rid] = RecordFacts(kind, source_kind, parse_ts(event_at), text)  # type: ignore[arg-type]
         return found
 
     async def get_records(self, record_ids: Iterable[str]) -> list[Record]:

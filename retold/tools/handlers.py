@@ -25,7 +25,7 @@ import json
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from jsonschema.exceptions import best_match
 
@@ -41,9 +41,13 @@ from retold.tools.payloads import record_payload, search_payload
 from retold.util import check_text, clean_text, schema_validator, text_problem
 
 if TYPE_CHECKING:
-    from retold.runtime import Runtime
+    from retold.config import Config
+    from retold.index.vector import VectorIndex
+    from retold.ingest.write.ingestor import Ingestor
+    from retold.models import SearchResponse
+    from retold.store import Store
 
-__all__ = ["ERROR_CODES", "MemoryTools", "ToolError"]
+__all__ = ["ERROR_CODES", "MemoryTools", "ToolError", "ToolServices"]
 
 log = logging.getLogger(__name__)
 
@@ -83,10 +87,21 @@ def _entity_not_found(ref: object) -> ToolError:
 Handler = Callable[[Principal, dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
+class ToolServices(Protocol):
+    """What the tools use of the runtime: its store, index, write path, config and search."""
+
+    config: Config
+    store: Store
+    index: VectorIndex
+    ingestor: Ingestor
+
+    async def search(self, principal: Principal, request: SearchRequest) -> SearchResponse: ...
+
+
 class MemoryTools:
     """The tool surface over one runtime; ``rt.tools``."""
 
-    def __init__(self, rt: Runtime) -> None:
+    def __init__(self, rt: ToolServices) -> None:
         self._rt = rt
         self._reviser = Reviser(rt.store, rt.index)
         self._offered: dict[str, TargetResolver] = {}

@@ -13,9 +13,9 @@ import pytest
 from cli_runner import run as run_cli
 
 import retold
+from retold.copying import copy_store
 from retold.errors import InvalidArgumentError
 from retold.models import Principal, Scope, SearchRequest
-from retold.operations import copy_store
 from retold.store import Store
 from retold.store.copy import COPIED_TABLES
 from retold.testing import FakeEmbedder, FakeJudge

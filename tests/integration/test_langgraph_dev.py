@@ -16,6 +16,7 @@ import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -34,17 +35,48 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _post(base: str, path: str, body: dict[str, Any], timeout: float = 60.0) -> bytes:
+def _post(
+    base: str, path: str, body: dict[str, Any], timeout: float = 60.0, headers: dict[str, str] | None = None
+) -> bytes:
     request = urllib.request.Request(
-        base + path, data=json.dumps(body).encode(), headers={"content-type": "application/json"}
+        base + path,
+        data=json.dumps(body).encode(),
+        headers={"content-type": "application/json", **(headers or {})},
     )
     with urllib.request.urlopen(request, timeout=timeout) as response:
         return response.read()
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    home = tmp_path_factory.mktemp("langgraph-dev")
+def _seed(path: Path) -> None:
+    """Two users' memories in the store the servers open (the packaged embedder, as they use)."""
+    import asyncio
+
+    import retold
+    from retold.models import Principal, Scope
+
+    async def seed() -> None:
+        async with retold.open_runtime(path) as rt:
+            for user, text in (("u1", "I prefer concise answers without preamble."),
+                               ("u2", "I prefer long answers with every detail spelled out.")):  # fmt: skip
+                await rt.host.provision_user(user)
+                await rt.host.grant("planner", Scope("user", user), read=True, write=True)
+                p = await rt.hooks.on_session_start(Principal("planner", user, f"seed-{user}"))
+                p = await rt.hooks.on_turn(p, "user", text)
+                payload = {
+                    "type": "semantic",
+                    "content": text.replace("I prefer", "The user prefers"),
+                    "attribute": "answer_style",
+                    "source_kind": "user_statement",
+                    "evidence": text,
+                }
+                written = await rt.tools.call(p, "memory_write", payload)
+                assert written["ok"], written
+
+    asyncio.run(seed())
+
+
+@contextmanager
+def _serve(home: Path, cwd: Path, extra_env: dict[str, str]) -> Iterator[str]:
     port = _free_port()
     env = {
         **os.environ,
@@ -52,12 +84,15 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         "RETOLD_STORE": str(home / "memory.sqlite"),
         "LANGGRAPH_CLI_NO_ANALYTICS": "1",
         "LANGSMITH_TRACING": "false",
+        **extra_env,
     }
     env.pop("RETOLD_CONFIG", None)
+    if "RETOLD_GRAPH_IDENTITY" not in extra_env:
+        env.pop("RETOLD_GRAPH_IDENTITY", None)
     log = (home / "server.log").open("wb")
     proc = subprocess.Popen(
         [str(LANGGRAPH), "dev", "--no-browser", "--no-reload", "--host", "127.0.0.1", "--port", str(port)],
-        cwd=REPO,
+        cwd=cwd,
         env=env,
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -79,7 +114,62 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     assert proc.returncode is not None
 
 
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The repository's langgraph.json in local development mode (identity from the input)."""
+    home = tmp_path_factory.mktemp("langgraph-dev")
+    _seed(home / "memory.sqlite")
+    with _serve(home, REPO, {"RETOLD_GRAPH_IDENTITY": "input"}) as base:
+        yield base
+
+
+AUTH = """
+from langgraph_sdk import Auth
+
+auth = Auth()
+TOKENS = {"token-u1": "u1", "token-u2": "u2"}
+
+
+@auth.authenticate
+async def authenticate(authorization: str | None) -> Auth.types.MinimalUserDict:
+    user = TOKENS.get((authorization or "").removeprefix("Bearer "))
+    if user is None:
+        raise Auth.exceptions.HTTPException(status_code=401, detail="unknown token")
+    return {"identity": user, "retold_agent_id": "planner"}
+"""
+
+
+@pytest.fixture(scope="module")
+def auth_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The same graphs behind a LangGraph Auth handler, without local development mode."""
+    home = tmp_path_factory.mktemp("langgraph-auth")
+    _seed(home / "memory.sqlite")
+    (home / "auth.py").write_text(AUTH)
+    graphs = json.loads((REPO / "langgraph.json").read_text())["graphs"]
+    config = {
+        "dependencies": [str(REPO)],
+        "graphs": {name: str(REPO / path.removeprefix("./")) for name, path in graphs.items()},
+        "auth": {"path": "./auth.py:auth"},
+    }
+    (home / "langgraph.json").write_text(json.dumps(config))
+    with _serve(home, home, {}) as base:
+        yield base
+
+
 SEARCH = {"agent_id": "planner", "user_id": "u1", "queries": ["answer style"]}
+NODES = ["prepare", "generate", "rank", "gate", "respond"]
+MAX_UPDATE_BYTES = 20 * 1024
+
+
+def _stream(base: str, body: dict[str, Any], headers: dict[str, str] | None = None) -> list[tuple[str, Any]]:
+    """(event, data) pairs of one /runs/stream call."""
+    raw = _post(base, "/runs/stream", body, headers=headers).decode().replace("\r\n", "\n")
+    events = []
+    for event in raw.split("\n\n"):
+        lines = dict(line.split(": ", 1) for line in event.strip().splitlines() if ": " in line)
+        if "event" in lines:
+            events.append((lines["event"], json.loads(lines["data"]) if lines.get("data") else None))
+    return events
 
 
 def test_the_three_graphs_are_served(server: str) -> None:
@@ -90,19 +180,56 @@ def test_the_three_graphs_are_served(server: str) -> None:
 def test_search_graph_through_runs_wait(server: str) -> None:
     out = json.loads(_post(server, "/runs/wait", {"assistant_id": "retold_search", "input": SEARCH}))
     response = out["response"]
-    assert response["raw_queries"] == ["answer style"] and response["results"] == []
-    assert response["empty_reason"] and out["rendered"].startswith("memory_search: no relevant memory")
+    assert response["raw_queries"] == ["answer style"] and len(response["results"]) == 1
+    assert "concise" in response["results"][0]["record"]["content"]
+    assert out["rendered"].startswith("memory_search: 1 result")
+    assert "run_key" not in out and out["eligible"]["count"] == 1  # the state is the stages' views
 
 
-def test_search_graph_through_runs_stream_has_per_node_updates(server: str) -> None:
+def test_each_node_update_in_the_stream_is_what_its_stage_decided(server: str) -> None:
     body = {"assistant_id": "retold_search", "input": SEARCH, "stream_mode": ["updates"]}
-    raw = _post(server, "/runs/stream", body).decode().replace("\r\n", "\n")
-    nodes = []
-    for event in raw.split("\n\n"):
-        lines = dict(line.split(": ", 1) for line in event.strip().splitlines() if ": " in line)
-        if lines.get("event") == "updates":
-            nodes.extend(json.loads(lines["data"]))
-    assert nodes == ["prepare", "generate", "rank", "respond"]
+    updates = [data for event, data in _stream(server, body) if event == "updates"]
+    assert [next(iter(u)) for u in updates] == NODES
+    by_node = {node: update for u in updates for node, update in u.items()}
+    for node, update in by_node.items():
+        assert len(json.dumps(update)) <= MAX_UPDATE_BYTES, node
+        assert "run" not in update and "run_key" not in update
+    prepare, generate, rank = by_node["prepare"], by_node["generate"], by_node["rank"]
+    assert prepare["eligible"]["count"] == 1 and prepare["eligible"]["scopes"] == [
+        "agent:planner/u1",
+        "user:u1",
+    ]
+    assert prepare["request"]["queries"] == ["answer style"] and prepare["principal"]["user_id"] == "u1"
+    dense = generate["channels"]["dense"]["top"]
+    assert dense and {"id", "text", "score", "rank"} <= set(dense[0]) and "concise" in dense[0]["text"]
+    assert rank["fused"]["top"][0]["channel_ranks"]["dense"] == 1 and rank["fused"]["top"][0]["rrf"] > 0
+    passed = by_node["gate"]["gate"]["passed"]
+    assert [p["id"] for p in passed] == by_node["respond"]["returned"] and passed[0]["reason"]
+    assert by_node["respond"]["response"]["search_id"] == prepare["search_id"]
+
+
+def test_without_auth_or_development_mode_the_input_cannot_name_a_user(auth_server: str) -> None:
+    with pytest.raises(urllib.error.HTTPError) as refused:  # no token: the server's Auth handler refuses
+        _post(auth_server, "/runs/wait", {"assistant_id": "retold_search", "input": SEARCH})
+    assert refused.value.code in (401, 403)
+
+
+def test_identity_comes_from_the_authenticated_user(auth_server: str) -> None:
+    def search(token: str, payload: dict[str, Any]) -> dict[str, Any]:
+        body = {"assistant_id": "retold_search", "input": payload}
+        return json.loads(
+            _post(auth_server, "/runs/wait", body, headers={"authorization": f"Bearer {token}"})
+        )
+
+    mine = search("token-u1", {"queries": ["answer style"]})  # no ids in the input at all
+    assert [r["record"]["content"] for r in mine["response"]["results"]] == [
+        "The user prefers concise answers without preamble."
+    ]
+    theirs = search("token-u2", {"queries": ["answer style"]})
+    assert ["long answers" in r["record"]["content"] for r in theirs["response"]["results"]] == [True]
+    # Naming another user is refused, never silently answered for either of them.
+    spoofed = search("token-u2", {"agent_id": "planner", "user_id": "u1", "queries": ["answer style"]})
+    assert "response" not in spoofed and "IdentityError" in json.dumps(spoofed)
 
 
 def test_memory_agent_runs_with_the_scripted_model(server: str) -> None:
@@ -116,3 +243,21 @@ def test_memory_agent_runs_with_the_scripted_model(server: str) -> None:
     assert kinds == ["human", "ai", "tool", "ai"]
     assert out["messages"][2]["name"] == "memory_search"
     assert out["messages"][-1]["content"].startswith("From memory (memory_search):")
+
+
+def test_the_served_agent_takes_its_user_from_the_authenticated_caller(auth_server: str) -> None:
+    def ask(token: str, context: dict[str, str]) -> dict[str, Any]:
+        body = {
+            "assistant_id": "retold_memory_agent",
+            "input": {"messages": [{"role": "user", "content": "What do you know about my answer style?"}]},
+            "context": context,
+        }
+        headers = {"authorization": f"Bearer {token}"}
+        return json.loads(_post(auth_server, "/runs/wait", body, headers=headers))
+
+    out = ask("token-u1", {"agent_id": "planner", "user_id": "u1"})
+    assert (
+        "concise" in out["messages"][-1]["content"] and "long answers" not in out["messages"][-1]["content"]
+    )
+    spoofed = ask("token-u2", {"agent_id": "planner", "user_id": "u1"})  # u2 naming u1
+    assert "concise" not in json.dumps(spoofed) and "IdentityError" in json.dumps(spoofed)

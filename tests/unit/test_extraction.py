@@ -418,7 +418,7 @@ async def test_a_model_failure_fails_closed_and_the_claim_can_be_recovered(tmp_p
         w.clock.advance(minutes=31)
         w.extractor.delay_s = 0.0
         w.extractor.output = ExtractionOutput([cand("The user prefers concise answers.", QUOTE, 1)], SUMMARY)
-        w.rt.reviewer = FakeReviewer()
+        w.rt.reviewer.decisions, w.rt.reviewer.delay_s = [], 0.0  # the reviewer recovers
         recovered = await w.extract()
         assert (recovered.status, recovered.reclaimed) == ("extracted", True)
         assert len(await w.events("extraction.reclaimed")) == 1

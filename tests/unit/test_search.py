@@ -164,8 +164,8 @@ async def test_rewrite_disabled_enabled_and_failing(tmp_path: Path) -> None:
     world = await make_world(tmp_path / "m.sqlite", config=config, rewriter=FakeRewriter())
     try:
         written = await world.write(CONCISE)
-        fake = FakeRewriter({("what does he prefer",): ["Aditya answer preference concise preamble"]})
-        world.rt.rewriter = fake
+        fake = world.rt.rewriter  # the runtime's models are fixed when it opens; the fake's answers are not
+        fake.behaviour = {("what does he prefer",): ["Aditya answer preference concise preamble"]}
         response = await world.rt.search(
             world.p, SearchRequest(queries=["what does he prefer"], context="user: Aditya again")
         )
@@ -176,11 +176,11 @@ async def test_rewrite_disabled_enabled_and_failing(tmp_path: Path) -> None:
         row = await log(world, response.search_id)
         assert row["request"]["queries"] == ["what does he prefer"]
         assert row["rewritten_queries"] == ["Aditya answer preference concise preamble"]
-        world.rt.rewriter = FakeRewriter(RuntimeError("provider down"))
+        fake.behaviour = RuntimeError("provider down")
         failed = await search(world, "concise answers")
         assert failed.rewrite_status == "failed" and failed.results
-        nocontext = FakeRewriter({})
-        world.rt.rewriter = nocontext
+        nocontext = fake
+        nocontext.behaviour = {}
         await search(world, "concise answers")
         assert nocontext.calls[-1][1] is None
     finally:
@@ -189,7 +189,8 @@ async def test_rewrite_disabled_enabled_and_failing(tmp_path: Path) -> None:
 
 async def test_the_reranker_sees_only_gate_survivors_capped_and_logs_ranks(tmp_path: Path) -> None:
     config = Config().override({"reranker.enabled": True, "reranker.floor": 0.1, "reranker.candidates": 2})
-    world = await make_world(tmp_path / "m.sqlite", config=config)
+    fake = FakeReranker(lambda query, doc: 0.9 if "three" in doc else 0.5)
+    world = await make_world(tmp_path / "m.sqlite", config=config, reranker=fake)
     try:
         texts = [
             "Aditya answers concise one.",
@@ -199,8 +200,6 @@ async def test_the_reranker_sees_only_gate_survivors_capped_and_logs_ranks(tmp_p
         for i, text in enumerate(texts):
             await world.write(text, attribute=f"style_{i}")
         await world.write("Completely unrelated gardening note.", attribute="garden")
-        fake = FakeReranker(lambda query, doc: 0.9 if "three" in doc else 0.5)
-        world.rt.reranker = fake
         response = await search(world, "Aditya answers concise")
         seen_docs = {doc for _, docs in fake.calls for doc in docs}
         assert len(seen_docs) <= 2 and "Completely unrelated gardening note." not in seen_docs

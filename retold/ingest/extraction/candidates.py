@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import anyio.to_thread
@@ -22,6 +22,7 @@ from retold.errors import InvalidArgumentError, NotFoundError
 from retold.ingest.extraction.run import (
     CandidateState,
     ExtractionRun,
+    ExtractionServices,
     StageFailure,
     model_call,
     model_identity,
@@ -41,9 +42,6 @@ from retold.models import (
 )
 from retold.policy.grants import writable_scopes
 from retold.util import normalize_attribute, normalize_ws
-
-if TYPE_CHECKING:
-    from retold.runtime import Runtime
 
 __all__ = ["revalidate", "review", "validate"]
 
@@ -96,7 +94,9 @@ def _entity_key(entity: Entity, exists: bool) -> Any:
     )
 
 
-async def _envelope(rt: Runtime, run: ExtractionRun, state: CandidateState, *, code: str | None) -> bool:
+async def _envelope(
+    services: ExtractionServices, run: ExtractionRun, state: CandidateState, *, code: str | None
+) -> bool:
     """Check fields, evidence, subject and entities; reject (with ``code`` if given) and return False.
 
     ``code`` replaces the reason for a revised candidate: any failure after a revision is
@@ -104,7 +104,7 @@ async def _envelope(rt: Runtime, run: ExtractionRun, state: CandidateState, *, c
     """
     assert run.destination is not None and run.principal is not None
     c = state.candidate
-    cfg = rt.config.ingestion
+    cfg = services.config.ingestion
 
     def reject(reason: str, **detail: Any) -> bool:
         if code is not None:
@@ -151,7 +151,11 @@ async def _envelope(rt: Runtime, run: ExtractionRun, state: CandidateState, *, c
 
     try:
         resolutions = await resolve_entities(
-            rt.store, c.entity_mentions, scope=run.destination, readable=run.readable, clock=rt.clock
+            services.store,
+            c.entity_mentions,
+            scope=run.destination,
+            readable=run.readable,
+            clock=services.clock,
         )
     except NotFoundError as exc:
         return reject("entity_not_found", message=str(exc))
@@ -166,12 +170,12 @@ async def _envelope(rt: Runtime, run: ExtractionRun, state: CandidateState, *, c
         )
     primary = next((r.entity for r in resolutions if r.mention.role == "about" and r.entity), None)
     if primary is None:
-        person, candidates = await principal_entity(rt.store, run.principal, clock=rt.clock)
+        person, candidates = await principal_entity(services.store, run.principal, clock=services.clock)
         if candidates:
             return reject("entity_ambiguous", alias=run.principal.user_id, candidates=candidates)
         primary = person
     assert primary is not None
-    key = _entity_key(primary, await rt.store.get_entity(primary.id) is not None)
+    key = _entity_key(primary, await services.store.get_entity(primary.id) is not None)
     if state.primary_key is not None and key != state.primary_key:
         return reject(
             "invalid_review_revision" if code else "entity_changed", message="primary entity changed"
@@ -182,10 +186,10 @@ async def _envelope(rt: Runtime, run: ExtractionRun, state: CandidateState, *, c
 
 
 @stage("validate")
-async def validate(rt: Runtime, run: ExtractionRun) -> None:
+async def validate(services: ExtractionServices, run: ExtractionRun) -> None:
     """The immutable envelope, before the reviewer sees anything (§8.2 step 4)."""
     for state in run.candidates:
-        if await _envelope(rt, run, state, code=None):
+        if await _envelope(services, run, state, code=None):
             state.status = "valid"
 
 
@@ -203,12 +207,12 @@ def _forbidden_changes(before: CandidateRecord, after: CandidateRecord) -> list[
 
 
 @stage("review")
-async def review(rt: Runtime, run: ExtractionRun) -> None:
+async def review(services: ExtractionServices, run: ExtractionRun) -> None:
     """Each survivor, alone with its evidence window and same-entity live records in the destination."""
     assert run.destination is not None
-    reviewer = rt.reviewer
+    reviewer = services.reviewer
     who = model_identity(reviewer)
-    cfg = rt.config.ingestion
+    cfg = services.config.ingestion
     for state in run.candidates:
         if state.status != "valid":
             continue
@@ -216,7 +220,7 @@ async def review(rt: Runtime, run: ExtractionRun) -> None:
         window = [t for t in run.turns if abs(t.turn - c.evidence_turn) <= 1]
         live = []
         if state.primary_entity_id and isinstance(state.primary_key, str):
-            live = await rt.store.live_records_about(
+            live = await services.store.live_records_about(
                 run.destination, state.primary_entity_id, cfg.max_entity_attributes
             )
         context = ReviewContext(
@@ -261,19 +265,19 @@ def _valid_decision(decision: object) -> bool:
 
 
 @stage("revalidate")
-async def revalidate(rt: Runtime, run: ExtractionRun) -> None:
+async def revalidate(services: ExtractionServices, run: ExtractionRun) -> None:
     """Evidence, entailment, temporal support, scope and entity again, after review (§8.2 step 6)."""
     assert run.principal is not None and run.destination is not None
-    writable = await writable_scopes(rt.store, run.principal)
-    floor = rt.config.ingestion.evidence.entail_floor
-    person, _ = await principal_entity(rt.store, run.principal, clock=rt.clock)
+    writable = await writable_scopes(services.store, run.principal)
+    floor = services.config.ingestion.evidence.entail_floor
+    person, _ = await principal_entity(services.store, run.principal, clock=services.clock)
     names = [run.principal.user_id, *(person.aliases if person is not None else [])]
     for state in run.candidates:
         if state.status not in ("accepted", "revised"):
             continue
         revised = state.status == "revised"
         code = "invalid_review_revision" if revised else None
-        if not await _envelope(rt, run, state, code=code):
+        if not await _envelope(services, run, state, code=code):
             continue
         c, turn = state.candidate, state.turn
         assert turn is not None
@@ -283,7 +287,7 @@ async def revalidate(rt: Runtime, run: ExtractionRun) -> None:
         if revised:  # a revision may only narrow: the quote must still support what it says
             hypothesis = as_the_user(c.content, names) if turn.role == "user" else c.content
             score = float(
-                await anyio.to_thread.run_sync(rt.judge.entails, normalize_ws(c.evidence), hypothesis)
+                await anyio.to_thread.run_sync(services.judge.entails, normalize_ws(c.evidence), hypothesis)
             )
             if score < floor:
                 problem = "revised content is not supported by the evidence"

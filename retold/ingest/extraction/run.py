@@ -35,14 +35,18 @@ from retold.models import (
 )
 
 if TYPE_CHECKING:
-    from retold.runtime import Runtime
+    from retold.config import Config
+    from retold.ingest.write.ingestor import Ingestor
+    from retold.store import Store
     from retold.store.extraction import SessionClaim
+    from retold.util import Clock
 
 __all__ = [
     "EXTRACTION_ACTOR",
     "CandidateState",
     "ExtractionResult",
     "ExtractionRun",
+    "ExtractionServices",
     "Stage",
     "StageFailure",
     "model_call",
@@ -156,7 +160,20 @@ class ExtractionRun:
         self.timings[stage] = round(self.timings.get(stage, 0.0) + (time.perf_counter() - since) * 1000.0, 3)
 
 
-Stage = Callable[["Runtime", ExtractionRun], Awaitable[None]]
+@dataclass(frozen=True, slots=True)
+class ExtractionServices:
+    """What the extraction stages use, and nothing else: the runtime builds one per run."""
+
+    config: Config
+    store: Store
+    clock: Clock
+    ingestor: Ingestor  # the write path every candidate goes through
+    judge: Any  # the equivalence judge the candidate checks ask
+    extractor: Any
+    reviewer: Any
+
+
+Stage = Callable[[ExtractionServices, ExtractionRun], Awaitable[None]]
 """A stage as the graph calls it: it advances the run in place and reports failure on it."""
 
 # Stages whose time the extraction.run event reports under the spec's name (§8.2).
@@ -206,10 +223,10 @@ def stage(name: str) -> Callable[[Stage], Stage]:
     """Time a stage and turn any exception into a fail-closed :class:`StageFailure`."""
 
     def wrap(fn: Stage) -> Stage:
-        async def run_stage(rt: Runtime, run: ExtractionRun) -> None:
+        async def run_stage(services: ExtractionServices, run: ExtractionRun) -> None:
             t = time.perf_counter()
             try:
-                await fn(rt, run)
+                await fn(services, run)
             except StageFailure as failure:
                 run.failure, run.failed_stage = failure, name
             except Exception as exc:  # fail closed: log the kind of error, never transcript content

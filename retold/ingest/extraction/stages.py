@@ -30,13 +30,14 @@ import dataclasses
 import logging
 import time
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from retold.ingest.extraction.candidates import revalidate, review, validate
 from retold.ingest.extraction.run import (
     CandidateState,
     ExtractionResult,
     ExtractionRun,
+    ExtractionServices,
     StageFailure,
     model_call,
     model_identity,
@@ -55,9 +56,6 @@ from retold.models import (
 )
 from retold.policy.grants import readable_scopes, writable_scopes
 from retold.util import normalize_ws
-
-if TYPE_CHECKING:
-    from retold.runtime import Runtime
 
 __all__ = [
     "build_context",
@@ -81,28 +79,28 @@ _SUPPORTED_BY_ROLE = {"user": "user_statement", "tool": "tool_result", "assistan
 
 
 @stage("claim")
-async def claim(rt: Runtime, run: ExtractionRun) -> None:
+async def claim(services: ExtractionServices, run: ExtractionRun) -> None:
     """Atomically claim the ended session; a live or finished claim means skip."""
-    now = rt.clock.now()
-    stale = now - timedelta(minutes=rt.config.ingestion.extraction_claim_timeout_minutes)
-    async with rt.store.transaction():
-        outcome = await rt.store.claim_session(run.key, now=now, stale_before=stale, force=run.force)
+    now = services.clock.now()
+    stale = now - timedelta(minutes=services.config.ingestion.extraction_claim_timeout_minutes)
+    async with services.store.transaction():
+        outcome = await services.store.claim_session(run.key, now=now, stale_before=stale, force=run.force)
         run.claim = outcome
         if outcome.status != "claimed":
             run.skipped = outcome.status
             return
         if outcome.reclaimed:
-            await rt.store.append_event(
+            await services.store.append_event(
                 "extraction.reclaimed",
                 run.actor,
                 payload={
                     **_owner(run),
                     "previous_claim": outcome.previous_claim,
-                    "claim_timeout_minutes": rt.config.ingestion.extraction_claim_timeout_minutes,
+                    "claim_timeout_minutes": services.config.ingestion.extraction_claim_timeout_minutes,
                 },
             )
         if outcome.rerun:
-            await rt.store.append_event(
+            await services.store.append_event(
                 "extraction.rerun",
                 run.actor,
                 payload={**_owner(run), "extracted_at": outcome.extracted_at, "forced": True},
@@ -110,49 +108,49 @@ async def claim(rt: Runtime, run: ExtractionRun) -> None:
 
 
 @stage("load_transcript")
-async def load_transcript(rt: Runtime, run: ExtractionRun) -> None:
+async def load_transcript(services: ExtractionServices, run: ExtractionRun) -> None:
     """The session and its turns; fewer than two turns means a summary and no candidates."""
-    session = await rt.store.get_session(run.key)
+    session = await services.store.get_session(run.key)
     if session is None:
         raise StageFailure("session_missing", f"session {str(run.key)!r} disappeared after it was claimed")
     run.session = session
     run.principal = Principal(session.agent_id, session.user_id, session.id, session.project_id)
-    run.turns = await rt.store.turns(session.key)
+    run.turns = await services.store.turns(session.key)
     run.summary_only = len(run.turns) < 2
 
 
 @stage("build_context")
-async def build_context(rt: Runtime, run: ExtractionRun) -> None:
+async def build_context(services: ExtractionServices, run: ExtractionRun) -> None:
     """Destination scope, bounded readable aliases, active writable subjects and the prompt version."""
     assert run.principal is not None
-    cfg = rt.config.ingestion
+    cfg = services.config.ingestion
     principal = run.principal
-    run.readable = await readable_scopes(rt.store, principal)
-    writable = await writable_scopes(rt.store, principal)
+    run.readable = await readable_scopes(services.store, principal)
+    writable = await writable_scopes(services.store, principal)
     # The user's scope when the agent may write it, else the private agent:<agent>/<user> (§8.2).
     run.destination = principal.user_scope if principal.user_scope in writable else principal.private_scope
     run.context = ExtractionContext(
         principal=principal,
-        known_entities=await rt.store.readable_entity_names(
+        known_entities=await services.store.readable_entity_names(
             run.readable, cfg.extraction_context_max_entities
         ),
-        existing_subjects=await rt.store.active_subjects(writable, cfg.extraction_context_max_subjects),
-        prompt_version=model_identity(rt.extractor)["prompt_version"],
+        existing_subjects=await services.store.active_subjects(writable, cfg.extraction_context_max_subjects),
+        prompt_version=model_identity(services.extractor)["prompt_version"],
     )
 
 
 @stage("extract")
-async def extract(rt: Runtime, run: ExtractionRun) -> None:
+async def extract(services: ExtractionServices, run: ExtractionRun) -> None:
     """One extractor call in a worker thread under ``extraction_timeout_ms``; its output is checked."""
     assert run.context is not None
     if not run.turns:  # nothing was said: nothing to summarise or extract
         run.output = ExtractionOutput([], None)
         return
     output = await model_call(
-        rt.extractor.extract,
+        services.extractor.extract,
         list(run.turns),
         run.context,
-        timeout_ms=rt.config.ingestion.extraction_timeout_ms,
+        timeout_ms=services.config.ingestion.extraction_timeout_ms,
         code="extractor",
     )
     if not isinstance(output, ExtractionOutput) or not isinstance(output.candidates, list):
@@ -163,7 +161,7 @@ async def extract(rt: Runtime, run: ExtractionRun) -> None:
     if run.summary_only:
         run.ignored_candidates = len(output.candidates)
         return
-    cap = rt.config.ingestion.extraction_max_candidates
+    cap = services.config.ingestion.extraction_max_candidates
     run.over_cap = max(0, len(output.candidates) - cap)
     for index, item in enumerate(output.candidates[:cap]):
         if not isinstance(item, CandidateRecord):
@@ -200,7 +198,9 @@ def _summary_text(summary: SessionSummary, cap: int) -> tuple[str, bool]:
     return (f"{body}\n{line}" if line and body else body or line), truncated
 
 
-def _requests(rt: Runtime, run: ExtractionRun) -> tuple[list[CandidateState], list[WriteRequest]]:
+def _requests(
+    services: ExtractionServices, run: ExtractionRun
+) -> tuple[list[CandidateState], list[WriteRequest]]:
     assert run.destination is not None and run.session is not None
     writing = [s for s in run.candidates if s.status in ("accepted", "revised")]
     requests = [
@@ -222,7 +222,7 @@ def _requests(rt: Runtime, run: ExtractionRun) -> tuple[list[CandidateState], li
     ]
     summary = run.output.summary if run.output is not None else None
     if summary is not None and summary.content.strip():
-        text, run.summary_truncated = _summary_text(summary, rt.config.ingestion.summary_max_chars)
+        text, run.summary_truncated = _summary_text(summary, services.config.ingestion.summary_max_chars)
         requests.append(
             WriteRequest(
                 type="episodic",
@@ -252,10 +252,10 @@ def _claimed_kind(state: CandidateState) -> str:
 
 
 @stage("write")
-async def write(rt: Runtime, run: ExtractionRun) -> None:
+async def write(services: ExtractionServices, run: ExtractionRun) -> None:
     """Plan everything (model calls), then one transaction: candidates, summary, extracted_at, event."""
     assert run.principal is not None and run.claim is not None and run.claim.claimed_at is not None
-    writing, requests = _requests(rt, run)
+    writing, requests = _requests(services, run)
     has_summary = len(requests) > len(writing)
     t_write = time.perf_counter()
 
@@ -271,10 +271,10 @@ async def write(rt: Runtime, run: ExtractionRun) -> None:
             run.summary_result = results[-1]
             if not results[-1].ok:
                 raise StageFailure("summary_refused", f"the session summary was refused: {results[-1].error}")
-        if not await rt.store.finish_session_extraction(
+        if not await services.store.finish_session_extraction(
             run.key,
             claimed_at=run.claim.claimed_at,
-            now=rt.clock.now(),  # type: ignore[union-attr]
+            now=services.clock.now(),  # type: ignore[union-attr]
         ):
             raise StageFailure("claim_lost", "another worker took over this session's expired claim")
         _collect_write_timings(run, results, has_summary)
@@ -284,13 +284,18 @@ async def write(rt: Runtime, run: ExtractionRun) -> None:
         )
         run.timings["total"] = round((time.perf_counter() - run.t0) * 1000.0, 3)
         run.result = run_result(run, "extracted")
-        run.result.event_id = await rt.store.append_event(
-            "extraction.run", run.actor, payload=_run_payload(rt, run, run.result)
+        run.result.event_id = await services.store.append_event(
+            "extraction.run", run.actor, payload=_run_payload(services, run, run.result)
         )
 
     try:
         await write_batch(
-            rt.ingestor, rt.store, run.principal, requests, actor=run.actor, finish=finish_in_transaction
+            services.ingestor,
+            services.store,
+            run.principal,
+            requests,
+            actor=run.actor,
+            finish=finish_in_transaction,
         )
     except BatchError as exc:
         for state in writing:
@@ -318,7 +323,9 @@ def _owner(run: ExtractionRun) -> dict[str, str]:
     return {"session_id": run.key.session_id, "agent_id": run.key.agent_id, "user_id": run.key.user_id}
 
 
-def _run_payload(rt: Runtime, run: ExtractionRun, result: ExtractionResult) -> dict[str, Any]:
+def _run_payload(
+    services: ExtractionServices, run: ExtractionRun, result: ExtractionResult
+) -> dict[str, Any]:
     return {
         **_owner(run),
         "rerun": result.rerun,
@@ -326,8 +333,8 @@ def _run_payload(rt: Runtime, run: ExtractionRun, result: ExtractionResult) -> d
         "destination_scope": str(run.destination),
         "turns": len(run.turns),
         "summary_only": run.summary_only,
-        "extractor": model_identity(rt.extractor),
-        "reviewer": model_identity(rt.reviewer),
+        "extractor": model_identity(services.extractor),
+        "reviewer": model_identity(services.reviewer),
         "counts": result.counts,
         "rejection_reasons": result.rejection_reasons,
         "candidates": result.candidates,
@@ -337,7 +344,7 @@ def _run_payload(rt: Runtime, run: ExtractionRun, result: ExtractionResult) -> d
     }
 
 
-async def finish(rt: Runtime, run: ExtractionRun) -> None:
+async def finish(services: ExtractionServices, run: ExtractionRun) -> None:
     """The run's result: extracted (its event is already committed with the writes) or skipped."""
     if run.result is None:
         run.timings["total"] = round((time.perf_counter() - run.t0) * 1000.0, 3)
@@ -346,7 +353,7 @@ async def finish(rt: Runtime, run: ExtractionRun) -> None:
     run.result.timings_ms = {**run.timings, "total": round((time.perf_counter() - run.t0) * 1000.0, 3)}
 
 
-async def fail(rt: Runtime, run: ExtractionRun) -> None:
+async def fail(services: ExtractionServices, run: ExtractionRun) -> None:
     """Fail closed: one ``extraction.failed`` event, no candidate or transcript content, claim kept."""
     assert run.failure is not None
     run.timings["total"] = round((time.perf_counter() - run.t0) * 1000.0, 3)
@@ -355,22 +362,22 @@ async def fail(rt: Runtime, run: ExtractionRun) -> None:
         report.pop("content", None)
         report.pop("revised_content", None)
     claimed_at = run.claim.claimed_at if run.claim else None
-    timeout = rt.config.ingestion.extraction_claim_timeout_minutes
+    timeout = services.config.ingestion.extraction_claim_timeout_minutes
     payload = {
         **_owner(run),
         "stage": run.failed_stage,
         "error": run.failure.code,
         "message": str(run.failure),
         "rerun": result.rerun,
-        "extractor": model_identity(rt.extractor),
-        "reviewer": model_identity(rt.reviewer),
+        "extractor": model_identity(services.extractor),
+        "reviewer": model_identity(services.reviewer),
         "counts": result.counts,
         "claimed_at": claimed_at,
         "reclaimable_after": claimed_at + timedelta(minutes=timeout) if claimed_at else None,
         "timings_ms": result.timings_ms,
     }
     try:
-        result.event_id = await rt.store.append_event("extraction.failed", run.actor, payload=payload)
+        result.event_id = await services.store.append_event("extraction.failed", run.actor, payload=payload)
     except Exception as exc:  # the store itself is the problem: the log line is all that is left
         logger.error(
             "extraction of %s failed (%s) and its event could not be written: %s",
