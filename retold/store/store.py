@@ -29,6 +29,7 @@ from retold.store.database import Database
 from retold.store.eligible import EligibleCache, EligibleMixin
 from retold.store.entities import EntitiesMixin, SessionsMixin
 from retold.store.extraction import ExtractionMixin
+from retold.store.inspect import InspectMixin
 from retold.store.items import StoreItemsMixin
 from retold.store.maintenance import MaintenanceMixin
 from retold.store.migrations import LATEST_VERSION, current_version, migrate
@@ -74,6 +75,7 @@ class Store(
     ExtractionMixin,
     MaintenanceMixin,
     StoreItemsMixin,
+    InspectMixin,
 ):
     """Async CRUD over the schema of spec §3. Open with ``await Store.open(path)``."""
 
