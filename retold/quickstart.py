@@ -113,8 +113,21 @@ async def story(path: Path) -> dict[str, dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run the story on a fresh store (a temporary one unless a path is given)."""
+    """Run the story on a fresh store (a temporary one unless a path is given).
+
+    ``--keep-in PATH`` (what ``make demo`` passes) keeps the store at PATH for ``retold ui``
+    when no file is there yet; when one is, the story runs on a temporary store and PATH is
+    left as it was, so a second ``make demo`` neither fails nor overwrites anything.
+    """
     args = sys.argv[1:] if argv is None else argv
+    if len(args) == 2 and args[0] == "--keep-in":
+        keep = Path(args[1])
+        if not keep.exists():
+            asyncio.run(story(keep))
+            console.print(f"kept the demo store in {keep}: `retold ui --store {keep}` shows it")
+            return
+        console.print(f"[dim]{keep} already exists and is left as it was; this run uses a temporary store[/]")
+        args = []
     if args:
         if Path(args[0]).exists():
             raise SystemExit(f"{args[0]} already exists; the demo needs a new store file")

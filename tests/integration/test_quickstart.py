@@ -56,3 +56,19 @@ def test_retold_demo_and_the_example_script_tell_the_story(tmp_path: Path) -> No
         timeout=300,
     )
     assert again.returncode != 0 and "already exists" in again.stderr
+
+
+def test_make_demo_keeps_its_store_once_and_never_overwrites_it(tmp_path: Path) -> None:
+    """`make demo` runs `examples/quickstart.py --keep-in memory.sqlite` for `retold ui` to show."""
+    kept = tmp_path / "memory.sqlite"
+    command = [sys.executable, str(ROOT / "examples" / "quickstart.py"), "--keep-in", str(kept)]
+    env = {**os.environ, "COLUMNS": "200"}
+    first = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert kept.exists() and "kept the demo store" in " ".join(first.stdout.split())
+    before = kept.stat().st_mtime_ns, kept.stat().st_size
+    second = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+    assert second.returncode == 0, second.stderr
+    said = " ".join(second.stdout.split())  # rich wraps long paths
+    assert "left as it was" in said and "tombstone True" in said  # the story ran again
+    assert (kept.stat().st_mtime_ns, kept.stat().st_size) == before
