@@ -44,6 +44,22 @@ def body(driver: Any) -> str:
     return str(driver.find_element(By.TAG_NAME, "body").text)
 
 
+def load(driver: Any, go: Any) -> None:
+    """Click (or submit) ``go`` and wait until the next page has replaced this one.
+
+    A click returns before a form's navigation has always finished; reading the page then
+    meets the old document's elements ("stale element reference").
+    """
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    old = driver.find_element(By.TAG_NAME, "html")
+    go()
+    WebDriverWait(driver, 30).until(expected_conditions.staleness_of(old))
+    WebDriverWait(driver, 30).until(lambda d: d.execute_script("return document.readyState") == "complete")
+
+
 def test_the_home_page_and_a_record_with_its_evidence(browser: tuple[Any, str]) -> None:
     from selenium.webdriver.common.by import By
 
@@ -53,7 +69,7 @@ def test_the_home_page_and_a_record_with_its_evidence(browser: tuple[Any, str]) 
     page = body(driver)
     assert "user:u1" in page and "Aditya prefers detailed answers with examples." in page
     row = driver.find_element(By.XPATH, "//tr[td[contains(., 'Aditya prefers detailed answers')]]")
-    row.find_element(By.TAG_NAME, "a").click()
+    load(driver, row.find_element(By.TAG_NAME, "a").click)
     assert driver.find_element(By.TAG_NAME, "mark").text == "I now prefer detailed answers with examples"
     page = body(driver)
     assert "supersedes" in page and "Aditya prefers concise answers." in page
@@ -65,11 +81,11 @@ def test_a_search_through_the_form_shows_its_stages_and_replays_the_gate(browser
 
     driver, base = browser
     driver.get(base + "/")
-    by_text(driver, "Search as").click()
+    load(driver, by_text(driver, "Search as").click)
     driver.find_element(By.NAME, "agent").send_keys("planner")
     driver.find_element(By.NAME, "user").send_keys("u1")
     driver.find_element(By.NAME, "queries").send_keys("how detailed should answers be")
-    driver.find_element(By.CSS_SELECTOR, "button[type=submit]:not(header button)").click()
+    load(driver, driver.find_element(By.CSS_SELECTOR, "button[type=submit]:not(header button)").click)
     page = body(driver)
     assert "agent planner for user u1" in page
     assert "Aditya prefers detailed answers with examples." in page  # the result a person reads
@@ -82,7 +98,7 @@ def test_a_search_through_the_form_shows_its_stages_and_replays_the_gate(browser
         field = driver.find_element(By.NAME, name)
         field.clear()
         field.send_keys(value)
-    driver.find_element(By.XPATH, "//button[text()='Replay']").click()
+    load(driver, driver.find_element(By.XPATH, "//button[text()='Replay']").click)
     page = body(driver)
     assert "0 candidate(s) pass under these floors; 1 decision(s) change." in page
     assert "passed gated out" in page and "< 0.95 (semantic)" in page
@@ -99,7 +115,7 @@ def test_plots_and_acting_as_another_principal(browser: tuple[Any, str]) -> None
     assert len(titles) == 3 and any("latency" in t for t in titles) and any("Gate pass" in t for t in titles)
     box = driver.find_element(By.NAME, "as")
     box.send_keys("stranger/u9")
-    box.submit()
+    load(driver, box.submit)
     page = body(driver)
     assert "acting as stranger/u9" in page and "Aditya" not in page
     driver.get(base + "/?as=planner/u1")
@@ -111,12 +127,12 @@ def test_forgetting_a_record_behind_its_confirmation_form(browser: tuple[Any, st
 
     driver, base = browser
     driver.get(base + "/scopes/user/u1?status=provisional")
-    driver.find_element(By.XPATH, "//tr[td[contains(., 'night shifts')]]//a").click()
-    by_text(driver, "Forget").click()
+    load(driver, driver.find_element(By.XPATH, "//tr[td[contains(., 'night shifts')]]//a").click)
+    load(driver, by_text(driver, "Forget").click)
     assert "Forget record" in body(driver) and "browser-test" in body(driver)
     driver.find_element(By.NAME, "reason").send_keys("the user asked")
     driver.find_element(By.NAME, "confirm").click()
-    driver.find_element(By.XPATH, "//button[text()='Forget']").click()
+    load(driver, driver.find_element(By.XPATH, "//button[text()='Forget']").click)
     page = body(driver)
     assert "Forgotten" in page and "deleted" in page
     assert "browser-test" in page and "the user asked" in page  # the audited event, with its actor
