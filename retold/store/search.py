@@ -24,6 +24,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from retold.errors import StoreError
 from retold.models import Scope
 from retold.store.database import Database
 from retold.store.eligible import EligibleSet
@@ -263,11 +264,22 @@ class SearchMixin:
                 await self._drop_tables(doomed)
 
     async def _drop_tables(self, names: Iterable[str]) -> None:
+        """Drop retired index copies; one SQLite will not drop yet waits for the next search.
+
+        SQLite refuses ``DROP TABLE`` (SQLITE_LOCKED, "database table is locked") while
+        another statement on the connection is between its first and last row, which
+        concurrent searches on the shared reader make routine. Dropping is cleanup: a
+        search never fails for it, and the name goes back to the list of tables to drop.
+        """
+        state = self._lexical_state()
         for name in names:
             if self.db.closed:
                 return
-            await self.db.execute(f"DROP TABLE IF EXISTS temp.{name}_vocab")
-            await self.db.execute(f"DROP TABLE IF EXISTS temp.{name}")
+            try:
+                await self.db.execute(f"DROP TABLE IF EXISTS temp.{name}_vocab")
+                await self.db.execute(f"DROP TABLE IF EXISTS temp.{name}")
+            except StoreError:
+                state.doomed.append(name)
 
     async def _advance_lexical(self, state: _LexicalState, token: tuple[Any, ...]) -> None:
         """Move the caches to the store state ``token`` names: from the rows changed since, or anew.

@@ -565,3 +565,34 @@ async def test_a_vocabulary_brought_forward_equals_one_read_anew(
                 await cold.close()
     finally:
         await store.close()
+
+
+@pytest.mark.sqlite_only("SQLite's DROP TABLE of a temp index copy, refused while a statement reads")
+async def test_a_copy_sqlite_will_not_drop_yet_never_fails_a_search(
+    store: Store, make_record: MakeRecord, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Concurrent searches on the shared reader make SQLITE_LOCKED on DROP routine: cleanup waits."""
+    from retold.errors import StoreError
+
+    kept = await add(store, make_record, "The router connected at noon")
+    await add(store, make_record, "private diary entry", scope=U1)  # u2's search needs its own index
+    await search_u2(store, clock, ["router"])
+    execute = store.db.execute
+
+    async def locked(sql: str, params: Any = None) -> int:
+        if sql.startswith("DROP TABLE"):
+            raise StoreError("the store is locked by another writer (database table is locked)")
+        return await execute(sql, params)
+
+    monkeypatch.setattr(store.db, "execute", locked)
+    await add(store, make_record, "The client connects quietly")  # retires the copy
+    await settle(store)
+    assert [h.record_id for h in await search_u2(store, clock, ["router"])] == [kept]
+    assert store._lexical.doomed  # type: ignore[attr-defined]  # kept for a later drop
+    monkeypatch.setattr(store.db, "execute", execute)
+    await add(store, make_record, "another write")
+    await settle(store)
+    await search_u2(store, clock, ["router"])
+    live = {index.name for index in store._lexical.private.values()}  # type: ignore[attr-defined]
+    stale = {"_".join(n.split("_")[:2]) for n in await temp_tables(store) if n.startswith("lexical_")} - live
+    assert not stale  # the copy SQLite refused to drop went at the next chance
