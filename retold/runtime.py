@@ -120,6 +120,8 @@ class Runtime:
         self.reranker = reranker
         self.rewriter = rewriter
         self._search_graph: Any = None
+        self._search_services: SearchServices | None = None
+        self._extraction_services: ExtractionServices | None = None
         from retold.tools.handlers import MemoryTools
 
         self.tools = MemoryTools(self)
@@ -140,13 +142,15 @@ class Runtime:
             raise StoreClosedError("this retold runtime has been closed; open a new one with open_runtime()")
 
     def search_services(self) -> SearchServices:
-        """What the search stages use: this runtime's store, models and config, nothing else."""
-        from retold.retrieve.retriever import SearchServices
+        """What the search stages use: this runtime's store, models and config, nothing else (built once)."""
+        if self._search_services is None:
+            from retold.retrieve.retriever import SearchServices
 
-        return SearchServices(
-            config=self.config, store=self.store, clock=self.clock, embedder=self.embedder,
-            dense=self.dense, rewriter=self.rewriter, reranker=self.reranker,
-        )  # fmt: skip
+            self._search_services = SearchServices(
+                config=self.config, store=self.store, clock=self.clock, embedder=self.embedder,
+                dense=self.dense, rewriter=self.rewriter, reranker=self.reranker,
+            )  # fmt: skip
+        return self._search_services
 
     @property
     def search_graph(self) -> Any:
@@ -183,12 +187,14 @@ class Runtime:
 
     def extraction_services(self) -> ExtractionServices:
         """What the extraction stages use: this runtime's store, write path, models and config."""
-        from retold.ingest.extraction.run import ExtractionServices
+        if self._extraction_services is None:
+            from retold.ingest.extraction.run import ExtractionServices
 
-        return ExtractionServices(
-            config=self.config, store=self.store, clock=self.clock, ingestor=self.ingestor,
-            judge=self.judge, extractor=self.extractor, reviewer=self.reviewer,
-        )  # fmt: skip
+            self._extraction_services = ExtractionServices(
+                config=self.config, store=self.store, clock=self.clock, ingestor=self.ingestor,
+                judge=self.judge, extractor=self.extractor, reviewer=self.reviewer,
+            )  # fmt: skip
+        return self._extraction_services
 
     @property
     def extraction_graph(self) -> Any:

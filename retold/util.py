@@ -65,6 +65,16 @@ class SystemClock:
         return datetime.now(UTC)
 
 
+def maybe_json(value: Any) -> Any:
+    """A JSON column's value decoded when it holds an object or array; anything else as given."""
+    if isinstance(value, str) and value[:1] in "[{":
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
 def format_ts(value: datetime) -> str:
     """ISO 8601 UTC with fixed width, so stored timestamps compare correctly as strings.
 

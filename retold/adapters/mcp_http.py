@@ -22,7 +22,6 @@ Each principal's retold session opens at its first request and ends when the ser
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import hmac
 import ipaddress
@@ -37,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from retold.adapters.mcp import BoundSession, MemoryMcp, mcp_types
+from retold.adapters.serving import serve_uvicorn
 from retold.errors import ConfigError, InvalidArgumentError, RetoldError
 from retold.models import Principal
 
@@ -258,23 +258,5 @@ async def serve_http(
     ``on_ready`` gets the bound port once the managers run. Cancelling this coroutine shuts
     the server down gracefully, so every retold session is ended before it returns.
     """
-    mcp_types()
-    import uvicorn
-
-    server = uvicorn.Server(
-        uvicorn.Config(app, host=app.host, port=port, lifespan="on", log_level="warning", access_log=False)
-    )
-    task = asyncio.ensure_future(server.serve())
-    try:
-        while not server.started:
-            if task.done():
-                break
-            await asyncio.sleep(0.02)
-        else:
-            if on_ready is not None:
-                on_ready(server.servers[0].sockets[0].getsockname()[1])
-        await asyncio.shield(task)
-    finally:
-        if not task.done():
-            server.should_exit = True
-            await task
+    mcp_types()  # the mcp extra (uvicorn with it), or an error naming it
+    await serve_uvicorn(app, host=app.host, port=port, on_ready=on_ready)

@@ -57,8 +57,8 @@ def run_async(coro: Awaitable[T]) -> T:
         return asyncio.run(coro)  # type: ignore[arg-type]
 
 
-def common_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """--store, --config and --as on every command (spec §16)."""
+def store_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """--store and --config: which store, under which settings."""
 
     @click.option(
         "--store",
@@ -76,6 +76,17 @@ def common_options(func: Callable[..., Any]) -> Callable[..., Any]:
         type=click.Path(exists=True, dir_okay=False),
         help="YAML config file; the defaults apply without one.",
     )
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return func(*args, **kwargs)
+
+    return wrapper
+
+
+def common_options(func: Callable[..., Any]) -> Callable[..., Any]:
+    """--store, --config and --as on every command (spec §16)."""
+
+    @store_options
     @click.option(
         "--as",
         "actor",

@@ -6,7 +6,6 @@ gate sees what the agent saw and why in one place.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import click
@@ -16,6 +15,7 @@ from retold.errors import RetoldError
 from retold.models import Principal, SearchRequest
 from retold.retrieve.render import render_search
 from retold.runtime import open_runtime
+from retold.util import maybe_json
 
 __all__ = ["search"]
 
@@ -84,13 +84,4 @@ def search(
     rendered, row = run_async(go())
     click.echo(rendered)
     click.echo("\nsearch_log:")
-    echo_json({key: _maybe_json(value) for key, value in (row or {}).items()})
-
-
-def _maybe_json(value: Any) -> Any:
-    if isinstance(value, str) and value[:1] in "[{":
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
+    echo_json({key: maybe_json(value) for key, value in (row or {}).items()})

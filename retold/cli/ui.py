@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
-from retold.cli.common import run_async
+from retold.cli.common import run_async, store_options
 from retold.errors import InvalidArgumentError
+
+if TYPE_CHECKING:
+    from retold.ui.security import UiSettings
 
 __all__ = ["DEFAULT_PORT", "ui"]
 
@@ -13,22 +18,7 @@ DEFAULT_PORT = 8766
 
 
 @click.command()
-@click.option(
-    "--store",
-    "store_path",
-    default="./memory.sqlite",
-    show_default=True,
-    envvar="RETOLD_STORE",
-    type=click.Path(dir_okay=False),
-    help="The SQLite store file, or a postgresql:// URL ($RETOLD_STORE).",
-)
-@click.option(
-    "--config",
-    "config_path",
-    default=None,
-    type=click.Path(exists=True, dir_okay=False),
-    help="YAML config file (the replay form starts from its floors); the defaults apply without one.",
-)
+@store_options
 @click.option(
     "--host", default="127.0.0.1", show_default=True, help="Bind address; off loopback needs --token."
 )
@@ -85,15 +75,15 @@ def ui(
     run_async(_serve(store_path, config_path, settings, port))
 
 
-async def _serve(store_path: str, config_path: str | None, settings: object, port: int) -> None:
+async def _serve(store_path: str, config_path: str | None, settings: UiSettings, port: int) -> None:
     from retold.runtime import open_runtime
     from retold.ui.app import create_app, serve
 
     async with open_runtime(store_path, config_path) as rt:
-        app = create_app(rt, settings)  # type: ignore[arg-type]
+        app = create_app(rt, settings)
 
         def ready(bound: int) -> None:
-            shown = f"[{settings.host}]" if ":" in settings.host else settings.host  # type: ignore[attr-defined]
+            shown = f"[{settings.host}]" if ":" in settings.host else settings.host
             click.echo(f"retold ui: serving on http://{shown}:{bound}/", err=True)
 
-        await serve(app, host=settings.host, port=port, on_ready=ready)  # type: ignore[attr-defined]
+        await serve(app, host=settings.host, port=port, on_ready=ready)

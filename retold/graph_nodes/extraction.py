@@ -19,16 +19,17 @@ served (``served=True``), the session must belong to the server's authenticated 
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime as GraphRuntime
+from typing_extensions import TypedDict  # pydantic builds the graph schemas Studio shows from it
 
 from retold.errors import IdentityError
 from retold.graph_nodes.identity import is_served, served_principal
+from retold.graph_nodes.live_runs import LiveRuns
 from retold.ingest.extraction import stages as extraction
 from retold.ingest.extraction.run import ExtractionRun, ExtractionServices, Stage
 from retold.ingest.extraction.views import STAGE_VIEWS
@@ -111,15 +112,20 @@ def build_extraction_graph(
         output_schema=ExtractionOutput,
     )  # fmt: skip
     names = [name for name, _ in STAGES]
-    live: dict[str, ExtractionRun] = {}
+    live: LiveRuns[ExtractionRun] = LiveRuns(MAX_LIVE_RUNS)
+
+    def known(state: ExtractionState, runtime: GraphRuntime[ExtractionContext]) -> ExtractionRun | None:
+        """The run ``rt.extract_session`` handed in, or the one a JSON input started; None before that."""
+        if runtime.context is not None and runtime.context.run is not None:
+            return runtime.context.run
+        return live[state["run_key"]] if "run_key" in state else None
 
     async def current(
         state: ExtractionState, config: RunnableConfig, runtime: GraphRuntime[ExtractionContext]
     ) -> tuple[ExtractionRun, dict[str, Any]]:
-        if runtime.context is not None and runtime.context.run is not None:
-            return runtime.context.run, {}
-        if "run_key" in state:
-            return live[state["run_key"]], {}
+        run = known(state, runtime)
+        if run is not None:
+            return run, {}
         run = await run_from_json(services, state)
         configurable = config.get("configurable") or {}
         if served or is_served(configurable):
@@ -128,11 +134,7 @@ def build_extraction_graph(
                 raise IdentityError(
                     "the session belongs to another user or agent than the authenticated caller"
                 )
-        key = secrets.token_urlsafe(16)
-        while len(live) >= MAX_LIVE_RUNS:
-            live.pop(next(iter(live)))
-        live[key] = run
-        return run, {"run_key": key}
+        return run, {"run_key": live.add(run)}
 
     def node(name: str, stage: Stage) -> Callable[..., Awaitable[dict[str, Any]]]:
         async def run_node(
@@ -142,7 +144,7 @@ def build_extraction_graph(
                 run, out = await current(state, config, runtime)
                 await stage(services, run)
             except BaseException:
-                live.pop(state.get("run_key", ""), None)
+                live.drop(state.get("run_key"))
                 raise
             return out | STAGE_VIEWS[name](run)
 
@@ -151,8 +153,8 @@ def build_extraction_graph(
 
     def router(after: str, nxt: str) -> Callable[..., str]:
         def route(state: ExtractionState, runtime: GraphRuntime[ExtractionContext]) -> str:
-            context = runtime.context
-            run = context.run if context is not None and context.run is not None else live[state["run_key"]]
+            run = known(state, runtime)
+            assert run is not None  # every stage node runs before its router
             if run.failed:
                 return "fail"
             if after == "claim" and run.skipped:
@@ -172,7 +174,7 @@ def build_extraction_graph(
                 run, _ = await current(state, config, runtime)
                 await step(services, run)
             finally:
-                live.pop(state.get("run_key", ""), None)
+                live.drop(state.get("run_key"))
             assert run.result is not None
             failure = run.failure
             return {

@@ -19,16 +19,17 @@ was built with ``served=True``), the principal comes from the server's authentic
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Any, Literal
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime as GraphRuntime
+from typing_extensions import TypedDict  # pydantic builds the graph schemas Studio shows from it
 
 from retold.graph_nodes.identity import is_served, served_principal
+from retold.graph_nodes.live_runs import LiveRuns
 from retold.models import Principal, SearchRequest, SearchResponse
 from retold.retrieve import retriever
 from retold.retrieve import stage_views as views
@@ -128,7 +129,7 @@ def build_search_graph(
     services: retriever.SearchServices, *, served: bool = False
 ) -> CompiledStateGraph[Any, Any, Any, Any]:
     """Compile the search graph over ``services``; ``served`` takes identity from the server's auth."""
-    live: dict[str, retriever.SearchRun] = {}  # JSON-input runs in flight, by run_key
+    live: LiveRuns[retriever.SearchRun] = LiveRuns(MAX_LIVE_RUNS)  # JSON-input runs in flight
 
     def current(state: SearchState, runtime: GraphRuntime[SearchContext]) -> retriever.SearchRun:
         context = runtime.context
@@ -145,7 +146,7 @@ def build_search_graph(
             try:
                 return await body(state, config, runtime)
             except BaseException:
-                live.pop(state.get("run_key", ""), None)
+                live.drop(state.get("run_key"))
                 raise
 
         node.__name__ = body.__name__
@@ -162,10 +163,7 @@ def build_search_graph(
             served_run = served or is_served(configurable)
             principal = served_principal(state, configurable) if served_run else _input_principal(state)
             run = run_from_json(state, principal)
-            out["run_key"] = key = secrets.token_urlsafe(16)
-            while len(live) >= MAX_LIVE_RUNS:
-                live.pop(next(iter(live)))
-            live[key] = run
+            out["run_key"] = live.add(run)
         await retriever.prepare(services, run)
         return out | views.prepare_view(run)
 
@@ -205,7 +203,7 @@ def build_search_graph(
         out: dict[str, Any] = {"response": response, "returned": [r.record.id for r in response.results]}
         if "run_key" in state:  # JSON input (langgraph dev, HTTP): the block a model would read
             out["rendered"] = render_search(response)
-            live.pop(state["run_key"], None)
+            live.drop(state["run_key"])
         return out
 
     graph = StateGraph(

@@ -36,8 +36,8 @@ def _text(run: SearchRun, record_id: str) -> str | None:
     return snippet(record.content if record is not None else run.snippets.get(record_id))
 
 
-def _queries(queries: list[str]) -> list[str]:
-    return [q if len(q) <= QUERY_CHARS else q[: QUERY_CHARS - 1] + "…" for q in queries]
+def _queries(queries: list[str]) -> list[str | None]:
+    return [snippet(q, QUERY_CHARS) for q in queries]
 
 
 def prepare_view(run: SearchRun) -> dict[str, Any]:

@@ -14,7 +14,6 @@ The statements are plain SQL both backends run (PostgreSQL through
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -22,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from retold.models import Entity, Record, Scope, SessionInfo, SessionKey, Turn
 from retold.store.database import Database
 from retold.store.rows import entity_from_row, scope_clause, session_from_row, turn_from_row
-from retold.util import format_ts
+from retold.util import format_ts, maybe_json
 
 __all__ = ["InspectMixin", "Owner"]
 
@@ -295,7 +294,7 @@ class InspectMixin:
         for row in rows:
             item = dict(row)
             for column in ("request", "returned", "gated_out", "fused", "timings_ms"):
-                item[column] = _decoded(item[column])
+                item[column] = maybe_json(item[column])
             out.append(item)
         return out
 
@@ -306,7 +305,7 @@ class InspectMixin:
             clauses.append("agent_id = ? AND user_id = ?")
             params += list(owner)
         row = await self.db.fetchone(f"SELECT * FROM search_log{_where(clauses)}", params)
-        return None if row is None else {k: _decoded(v) for k, v in dict(row).items()}
+        return None if row is None else {k: maybe_json(v) for k, v in dict(row).items()}
 
     async def audit_events(
         self,
@@ -341,17 +340,8 @@ class InspectMixin:
             f"SELECT ev.* FROM events ev{_where(clauses)} ORDER BY ev.id DESC LIMIT ? OFFSET ?",
             [*params, limit, offset],
         )
-        return [{**dict(r), "payload": _decoded(r["payload"])} for r in rows]
+        return [{**dict(r), "payload": maybe_json(r["payload"])} for r in rows]
 
     async def event_kinds(self) -> list[str]:
         """The kinds of event the log holds (names only: a filter's choices)."""
         return [str(k) for k in await self.db.fetch_column("SELECT DISTINCT kind FROM events ORDER BY kind")]
-
-
-def _decoded(value: Any) -> Any:
-    if isinstance(value, str) and value[:1] in "[{":
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value

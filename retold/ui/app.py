@@ -10,7 +10,6 @@ POSTs need the process's CSRF token and a ticked confirmation.
 
 from __future__ import annotations
 
-import asyncio
 import importlib.util
 import json
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlencode
 
+from retold.adapters.serving import serve_uvicorn
 from retold.errors import ConfigError, InvalidArgumentError, MissingExtraError, NotFoundError
 from retold.ingest.write.revision import Reviser
 from retold.models import ENTITY_KINDS, RECORD_TYPES, STATUSES, Scope, SearchRequest, SessionKey
@@ -341,23 +341,7 @@ async def serve(app: Any, *, host: str, port: int, on_ready: Callable[[int], Non
     ``on_ready`` gets the bound port. Cancelling this coroutine shuts the server down.
     """
     try:
-        import uvicorn
+        import uvicorn  # noqa: F401
     except ImportError as exc:
         raise MissingExtraError("uvicorn", "ui", "retold ui (the memory inspector)") from exc
-    server = uvicorn.Server(
-        uvicorn.Config(app, host=host, port=port, lifespan="on", log_level="warning", access_log=False)
-    )
-    task = asyncio.ensure_future(server.serve())
-    try:
-        while not server.started:
-            if task.done():
-                break
-            await asyncio.sleep(0.02)
-        else:
-            if on_ready is not None:
-                on_ready(server.servers[0].sockets[0].getsockname()[1])
-        await asyncio.shield(task)
-    finally:
-        if not task.done():
-            server.should_exit = True
-            await task
+    await serve_uvicorn(app, host=host, port=port, on_ready=on_ready)

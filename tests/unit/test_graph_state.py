@@ -63,9 +63,12 @@ async def test_each_search_node_publishes_its_own_stage_and_never_the_run(world:
 
 async def test_the_input_cannot_choose_where_the_graph_keeps_a_run(world: World) -> None:
     await world.write(CONCISE)
+    for graph in (world.rt.search_graph, world.rt.extraction_graph):
+        assert "run_key" not in graph.get_input_jsonschema()["properties"]
+        assert "run_key" not in graph.get_output_jsonschema()["properties"]
     payload = {"agent_id": "planner", "user_id": "u1", "queries": ["concise answers"], "run_key": "x"}
     out = await world.rt.search_graph.ainvoke(payload)
-    assert out["returned"]  # the unknown key was dropped by the input schema, not looked up
+    assert out["returned"] and "run_key" not in out  # the key named in the input was never read
 
 
 async def test_a_failed_json_run_is_dropped_and_the_next_runs(world: World) -> None:

@@ -27,7 +27,7 @@ import retold.retrieve.lexical as lexical
 from retold.models import Principal, Record, Scope
 from retold.retrieve.lexical import LexicalHit, fts_tokens, lexical_search, query_terms
 from retold.store import Store
-from retold.store.search import TermStatistics
+from retold.store.lexical_index import TermStatistics
 from retold.testing import FakeClock, FakeEmbedder, FakeJudge
 
 from .factories import MakeRecord, build_entity, build_record

@@ -17,9 +17,9 @@ from collections.abc import Iterable, Sequence, Set
 from typing import Any
 
 from retold.models import Scope
+from retold.store.lexical_index import LexicalIndex
 from retold.store.postgres.lexicon import WEIGHTS, essential_terms
 from retold.store.rows import scope_clause
-from retold.store.search import LexicalIndex
 
 __all__ = ["Bm25Mixin"]
 

@@ -28,12 +28,12 @@ from retold.errors import StoreError
 from retold.models import Scope
 from retold.store.bulk import FTS_ROW_SQL
 from retold.store.eligible import UNEXPIRED, EligibleSet, eligible_where
+from retold.store.lexical_index import LexicalIndex, TermStatistics, _Vocabulary
 from retold.store.postgres.bm25 import Bm25Mixin
 from retold.store.postgres.dialect import translate
 from retold.store.postgres.lexicon import RECOUNT, STATISTICS_CHECKS, tokenize_pending
 from retold.store.postgres.vectors import VectorSearchSettings, fill_pending, search_vectors
 from retold.store.rows import scope_clause
-from retold.store.search import LexicalIndex, TermStatistics, _Vocabulary
 from retold.store.store import Store
 from retold.util import format_ts
 
