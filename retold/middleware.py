@@ -19,6 +19,9 @@ What it does, per spec §12–§14.1:
 * The memory tools (five, or four without ``memory_search`` in ``auto``), narrowed to the
   caller's grants before every model call, and the §13 policy appended to the system prompt,
   byte-identical on every turn.
+* The caller's ambient profile (:meth:`~retold.runtime.Runtime.profile`) after the policy, on
+  every model call in every mode, unless ``activation.profile_in_prompt`` is false; nothing
+  when it is empty. It is part of the request only, never of the thread's messages.
 
 Every hook has a sync and an async side, and both run retold's work on the event loop that owns
 the runtime (its aiosqlite connection is bound to that loop), through
@@ -55,6 +58,7 @@ from retold.adapters.common import (
     with_policy,
 )
 from retold.adapters.portal import LoopBridge
+from retold.adapters.profile import prompt_profile, with_profile
 from retold.errors import InvalidArgumentError, MissingExtraError
 from retold.models import Scope
 from retold.policy.prompt import policy_text
@@ -95,7 +99,7 @@ class RetoldState(AgentState):
 
 
 class RetoldMiddleware(AgentMiddleware[RetoldState, Any, Any]):
-    """Session hooks, host-issued recall, memory tools and policy text for one runtime.
+    """Session hooks, host-issued recall, memory tools, policy text and the profile for one runtime.
 
     ``mode`` is ``"tool_only"``, ``"auto"`` or ``"hybrid"`` (``None``: the configured
     ``retrieval.trigger.mode``). ``register_tools=False`` leaves the tools to the host (see
@@ -249,14 +253,18 @@ class RetoldMiddleware(AgentMiddleware[RetoldState, Any, Any]):
     async def aafter_agent(self, state: RetoldState, runtime: GraphRuntime[Any]) -> dict[str, Any] | None:
         return await self._bridge.acall(self._recording(self._after_agent, state, runtime))
 
-    # --- wrap_model_call: policy text and the caller's tool schemas -------------------------
+    # --- wrap_model_call: policy text, the caller's tool schemas and the ambient profile -----
 
-    async def _schemas(self, principal: Principal) -> list[dict[str, Any]]:
-        return await self.runtime.tools.atool_schemas(principal, names=self._names)
+    async def _prepare(self, principal: Principal) -> tuple[list[dict[str, Any]], str]:
+        """The caller's tool schemas and profile block ("" when off or empty), in one hop."""
+        schemas = await self.runtime.tools.atool_schemas(principal, names=self._names)
+        return schemas, await prompt_profile(self.runtime, principal)
 
-    def _request(self, request: ModelRequest, principal_schemas: list[dict[str, Any]]) -> ModelRequest:
+    def _request(self, request: ModelRequest, prepared: tuple[list[dict[str, Any]], str]) -> ModelRequest:
+        """The host's system message, then the policy, then the profile: the stable part stays a prefix."""
+        principal_schemas, profile = prepared
         return request.override(
-            system_message=with_policy(request.system_message, self.policy),
+            system_message=with_profile(with_policy(request.system_message, self.policy), profile),
             tools=narrow_tools(request.tools, self.runtime, principal_schemas),
         )
 
@@ -264,15 +272,15 @@ class RetoldMiddleware(AgentMiddleware[RetoldState, Any, Any]):
         self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]
     ) -> ModelResponse:
         principal = self._principal(request.runtime, require_session=False)
-        principal_schemas = self._bridge.call(lambda: self._schemas(principal))
-        return handler(self._request(request, principal_schemas))
+        prepared = self._bridge.call(lambda: self._prepare(principal))
+        return handler(self._request(request, prepared))
 
     async def awrap_model_call(
         self, request: ModelRequest, handler: Callable[[ModelRequest], Awaitable[ModelResponse]]
     ) -> ModelResponse:
         principal = self._principal(request.runtime, require_session=False)
-        principal_schemas = await self._bridge.acall(lambda: self._schemas(principal))
-        return await handler(self._request(request, principal_schemas))  # the model runs here, not there
+        prepared = await self._bridge.acall(lambda: self._prepare(principal))
+        return await handler(self._request(request, prepared))  # the model runs here, not there
 
     # --- session end ------------------------------------------------------------------------
 

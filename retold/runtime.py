@@ -26,10 +26,13 @@ from retold.errors import ConfigError, InvalidArgumentError, NotFoundError, Stor
 from retold.host import MemoryHost
 from retold.index.dense import dense_search_for
 from retold.index.vector import VectorIndex
+from retold.ingest.activation import ActivationService
 from retold.ingest.write.ingestor import Ingestor
+from retold.ingest.write.revision import Reviser
 from retold.ingest.write.session import SessionHooks
 from retold.models import Principal, SearchRequest, SearchResponse, SessionInfo, SessionKey
 from retold.operations import Operations
+from retold.retrieve.profile import ProfileAssembler
 from retold.store import Store
 from retold.store.postgres import is_postgres_url
 from retold.util import Clock, SystemClock
@@ -104,9 +107,16 @@ class Runtime:
         # Dense search for searches and duplicate checks: this index on SQLite, pgvector inside
         # PostgreSQL (where this process then holds no vectors).
         self.dense = dense_search_for(store, self.index, config.embedding, config.store)
+        self.reviser = Reviser(store, self.index)
+        self.activation = ActivationService(
+            store, config.activation, clock, reviser=self.reviser,
+            classifier=_activation_classifier(config, chat_model),
+        )  # fmt: skip
+        self.profiles = ProfileAssembler(store, config.activation, clock)
         self.ingestor = Ingestor(
-            store, config, clock, embedder=embedder, judge=judge, index=self.index, dense=self.dense
-        )
+            store, config, clock, embedder=embedder, judge=judge, index=self.index, dense=self.dense,
+            activation=self.activation,
+        )  # fmt: skip
         self.hooks = SessionHooks(store, config, clock, on_end=self._on_session_end)
         self.host = MemoryHost(store, clock, self.ingestor)
         self.ops = Operations(
@@ -140,6 +150,15 @@ class Runtime:
     def _check_open(self) -> None:
         if self._closed:
             raise StoreClosedError("this retold runtime has been closed; open a new one with open_runtime()")
+
+    async def profile(self, principal: Principal) -> str:
+        """The ambient profile block for ``principal`` ("" when nothing they may read is ambient).
+
+        Byte-identical between calls while the readable ambient set is unchanged, so a host can
+        put it at the top of a system prompt and keep the prompt cache's prefix.
+        """
+        self._check_open()
+        return await self.profiles.profile(principal)
 
     def search_services(self) -> SearchServices:
         """What the search stages use: this runtime's store, models and config, nothing else (built once)."""
@@ -325,6 +344,17 @@ def _trace_metadata(run: SearchRun) -> dict[str, Any]:
 
 def _extraction_metadata(key: SessionKey) -> dict[str, Any]:
     return {"session_id": key.session_id, "agent_id": key.agent_id, "user_id": key.user_id}
+
+
+def _activation_classifier(config: Config, chat_model: Any) -> Any:
+    """The model that proposes activation categories when ``activation.classifier: model``."""
+    if config.activation.classifier != "model":
+        return None
+    from retold.ingest.activation_model import ModelActivationClassifier
+
+    if chat_model is not None:
+        return ModelActivationClassifier.from_chat_model(chat_model, config)
+    return ModelActivationClassifier.from_config(config)
 
 
 def _reviewer_from_config(config: Config) -> Any:

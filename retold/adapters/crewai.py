@@ -43,6 +43,12 @@ Bus handlers run on CrewAI's handler threads, so each recording point first flus
 **Recall** (spec §14.1): in ``auto`` and ``hybrid`` the proxy runs one host search on the task
 description before the task's first model call and appends the block, headed ``recalled
 memory``, to the task prompt (in place, so every later call of the task sees the same bytes).
+
+**The ambient profile** (spec §8.2): before every model call, in every mode, the proxy appends
+the principal's profile (:meth:`~retold.runtime.Runtime.profile`) to the end of the system
+message CrewAI sends (or prepends a system message when there is none), on a copy of the
+messages, so each call carries the profile of that moment and CrewAI's own list is untouched.
+``activation.profile_in_prompt: false`` turns it off; an empty profile adds nothing.
 """
 
 from __future__ import annotations
@@ -73,6 +79,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from retold.adapters.common import host_recall, resolve_mode, tool_names, tool_text
 from retold.adapters.portal import LoopBridge, RuntimePortal
+from retold.adapters.profile import messages_with_profile, prompt_profile
 from retold.errors import InvalidArgumentError
 from retold.models import Principal
 from retold.policy.prompt import policy_text
@@ -185,21 +192,22 @@ class RetoldCrewTool(BaseTool):
 
 
 class MemoryLLM(BaseLLM):
-    """The host's CrewAI model behind a proxy that records each task and adds host-issued recall."""
+    """The host's CrewAI model behind a proxy that records each task, adds recall and the profile."""
 
     inner: Any = Field(exclude=True)
     retold_memory: Any = Field(exclude=True)
 
     def call(self, messages: Any, **options: Any) -> Any:
-        """Record the task and add recall on its first call, then call the inner model.
+        """Record the task and add recall on its first call, add the profile, then call the inner model.
 
         CrewAI passes everything but ``messages`` by keyword (``tools``, ``from_task``, ...);
         they go to the inner model unchanged.
         """
         memory: CrewAIMemory = self.retold_memory
         task_text = memory._first_call(messages, options.get("from_task"))
-        if task_text is not None:
-            messages = memory._apply_recall(messages, memory._call(lambda: memory._open_task(task_text)))
+        if task_text is not None or memory._profile_on:
+            block, profile = memory._call(lambda: memory._prepare_call(task_text))
+            messages = messages_with_profile(memory._apply_recall(messages, block), profile)
         with self._forwarding(task_text):
             return self.inner.call(messages, **options)
 
@@ -208,9 +216,9 @@ class MemoryLLM(BaseLLM):
         memory: CrewAIMemory = self.retold_memory
         # It flushes CrewAI's event bus (a blocking wait): off this loop.
         task_text = await asyncio.to_thread(memory._first_call, messages, options.get("from_task"))
-        if task_text is not None:
-            block = await memory._acall(lambda: memory._open_task(task_text))
-            messages = memory._apply_recall(messages, block)
+        if task_text is not None or memory._profile_on:
+            block, profile = await memory._acall(lambda: memory._prepare_call(task_text))
+            messages = messages_with_profile(memory._apply_recall(messages, block), profile)
         with self._forwarding(task_text):
             return await self.inner.acall(messages, **options)
 
@@ -475,6 +483,15 @@ class CrewAIMemory:
         principal = self._principal
         result = await self.runtime.tools.call(principal, name, payload, context=context, trigger="tool")
         return tool_text(name, result)
+
+    @property
+    def _profile_on(self) -> bool:
+        return bool(self.runtime.config.activation.profile_in_prompt)
+
+    async def _prepare_call(self, task_text: str | None) -> tuple[str | None, str]:
+        """Before a model call: a new task's turn and recall block, then the profile ("" when off)."""
+        block = await self._open_task(task_text) if task_text is not None else None
+        return block, await prompt_profile(self.runtime, self._principal)
 
     async def _open_task(self, text: str) -> str | None:
         """Record the task as the user turn; in auto / hybrid, the host search's recalled block."""

@@ -23,6 +23,9 @@
   namespace's scope; each hit is a :class:`RetoldSearchItem` with retold's fused ``score`` and
   ``explanation``. Records other surfaces wrote in the scope appear under the scope's root namespace keyed by
   record id, their value ``{"content": ..., "_retold": {provenance}}``; ``_retold`` is reserved.
+* **The ambient profile** (:mod:`retold.adapters.langgraph_profile`): ``store.profile(user_id)``
+  / ``await store.aprofile(...)``, and the read-only reserved key ``"_retold_profile"`` whose
+  ``get`` answers the namespace's principal's profile; a put or delete of it is refused.
 * **Loops**: async calls run on the loop that owns the runtime (:class:`LoopBridge`), batched
   there; sync calls work from any thread or other loop, and refuse clearly on the owning loop.
 """
@@ -53,6 +56,7 @@ from langgraph.store.base import (
 )
 from langgraph.store.base.batch import AsyncBatchedBaseStore
 
+from retold.adapters.langgraph_profile import PROFILE_KEY, ProfileAccess, is_profile_key, profile_refused
 from retold.adapters.langgraph_values import (
     LIVE,
     MAX_KEY_CHARS,
@@ -101,6 +105,7 @@ if TYPE_CHECKING:
     from retold.runtime import Runtime
 
 __all__ = [
+    "PROFILE_KEY",
     "RESERVED_KEY",
     "NamespaceMap",
     "NamespaceTarget",
@@ -213,7 +218,7 @@ class _Outcome(NamedTuple):
 # --- the store -------------------------------------------------------------------------------
 
 
-class RetoldStore(AsyncBatchedBaseStore):
+class RetoldStore(ProfileAccess, AsyncBatchedBaseStore):
     """A LangGraph ``BaseStore`` over one retold runtime, acting as agent ``agent_id``.
 
     ``namespaces`` is a :class:`NamespaceMap` (or any object with ``target(namespace)`` and
@@ -414,6 +419,27 @@ class RetoldStore(AsyncBatchedBaseStore):
             )
         )
 
+    # The ambient profile (retold.adapters.langgraph_profile): read-only, the caller read here.
+
+    async def aprofile(self, user_id: str | None = None, *, project_id: str | None = None) -> str:
+        """The profile block of this store's agent and ``user_id`` ("" when nothing is ambient).
+
+        Inside a run that names its user, that user is the caller and another ``user_id``
+        reads ""; outside one, ``user_id`` (else ``default_user_id``) is. ``project_id``
+        adds that project's ambient records, as working in it would.
+        """
+        caller = _caller()
+        return await self._bridge.acall(
+            lambda: self._profile_for(user_id, project_id, caller.user_id, caller.thread_id)
+        )
+
+    def profile(self, user_id: str | None = None, *, project_id: str | None = None) -> str:
+        """:meth:`aprofile` for sync callers (threads, other loops)."""
+        caller = _caller()
+        return self._bridge.call(
+            lambda: self._profile_for(user_id, project_id, caller.user_id, caller.thread_id)
+        )
+
     async def _with(self, caller: _Caller, coro: Any) -> Any:
         """Await ``coro`` on the owning loop as ``caller`` (the sync caller's run identity)."""
         token = _CALLER.set(caller)
@@ -520,6 +546,8 @@ class RetoldStore(AsyncBatchedBaseStore):
         principal = self._principal(target, caller)
         if not await self._can_read(principal, target.scope):
             return None
+        if is_profile_key(op.key):
+            return await self._profile_get(principal, op.namespace, op.key)
         store, now = self._rt.store, self._rt.clock.now()
         ns = ns_text(op.namespace)
         row = await store.get_store_item(ns, op.key, target.scope, now=now)
@@ -559,6 +587,8 @@ class RetoldStore(AsyncBatchedBaseStore):
     async def _put(self, op: PutOp, caller: _Caller) -> None:
         target = self._target(op.namespace)
         check_namespace_for_write(op.namespace)
+        if is_profile_key(op.key):
+            raise profile_refused(op.key)
         key = check_key(op.key)
         value = check_value(op.value)
         ttl = check_ttl(op.ttl)
@@ -645,6 +675,8 @@ class RetoldStore(AsyncBatchedBaseStore):
 
     async def _delete(self, op: PutOp, caller: _Caller) -> None:
         target = self._target(op.namespace)
+        if is_profile_key(op.key):
+            raise profile_refused(op.key)
         principal = self._principal(target, caller)
         await self._write_target(principal, target.scope)
         if not isinstance(op.key, str) or not op.key or len(op.key) > MAX_KEY_CHARS:

@@ -5,14 +5,15 @@ Every command takes ``--store`` (default ``./memory.sqlite``), ``--config`` and
 on stderr and a non-zero exit, never a traceback.
 
 The commands live in modules by what they are for (:mod:`.admin`, :mod:`.search`,
-:mod:`.ops`, :mod:`.entity`, :mod:`.extract`, :mod:`.demo`, :mod:`.ui`); this module builds the
-group from them and keeps ``retold.cli:main``, the console script's entry point.
+:mod:`.ops`, :mod:`.entity`, :mod:`.extract`, :mod:`.activation`, :mod:`.demo`, :mod:`.ui`); this
+module builds the group from them and keeps ``retold.cli:main``, the console script's entry point.
 """
 
 from __future__ import annotations
 
 import click
 
+from retold.cli.activation import activation, metrics, reviews
 from retold.cli.admin import dump, get, grant, migrate, revoke
 from retold.cli.demo import demo
 from retold.cli.entity import entity
@@ -39,7 +40,7 @@ def cli() -> None:
 for _command in (
     migrate, grant, revoke, dump, search, get,
     expire, retain, erase, reembed, check, snapshot, copy_command,
-    demo, extract, review_due_command, mcp, entity, ui,
+    demo, extract, review_due_command, mcp, entity, ui, reviews, activation, metrics,
 ):  # fmt: skip
     cli.add_command(_command)
 

@@ -32,7 +32,14 @@ from pydantic_core import ErrorDetails
 
 from retold.config.base import _AT_FIELD, Provider, SourceKind, Trigger, _Block
 from retold.config.ingestion import EquivalenceConfig, EvidenceConfig, IngestionConfig
-from retold.config.policy import IntegrationsConfig, PolicyConfig, SessionsConfig, SourceRank
+from retold.config.policy import (
+    ACTIVATION_CATEGORIES,
+    ActivationConfig,
+    IntegrationsConfig,
+    PolicyConfig,
+    SessionsConfig,
+    SourceRank,
+)
 from retold.config.retrieval import (
     AutoDenseFloors,
     AutoGateConfig,
@@ -49,7 +56,9 @@ from retold.config.store import EmbeddingConfig, RerankerConfig, StoreConfig
 from retold.errors import ConfigError
 
 __all__ = [
+    "ACTIVATION_CATEGORIES",
     "DEFAULT_CONFIG",
+    "ActivationConfig",
     "AutoDenseFloors",
     "AutoGateConfig",
     "Config",
@@ -97,6 +106,9 @@ class Config(_Block):
     integrations: IntegrationsConfig = Field(
         default_factory=IntegrationsConfig, description="The LangGraph store, CrewAI Memory and MCP surfaces."
     )
+    activation: ActivationConfig = Field(
+        default_factory=ActivationConfig, description="The ambient profile and its review queue."
+    )
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> Config:
@@ -139,7 +151,7 @@ def _validate(data: Any, *, source: str | None) -> Config:
     if not isinstance(data, Mapping):
         raise ConfigError(
             f"{where}the configuration must be a mapping of blocks (store, embedding, reranker, retrieval, "
-            f"ingestion, policy, sessions), not {type(data).__name__}"
+            f"ingestion, policy, sessions, integrations, activation), not {type(data).__name__}"
         )
     try:
         return Config.model_validate(dict(data))
@@ -232,7 +244,8 @@ def load_config(path: str | os.PathLike[str] | None = None) -> Config:
     if not isinstance(data, Mapping):
         raise ConfigError(
             f"config file {source} must hold a mapping of blocks (store, embedding, reranker, retrieval, "
-            f"ingestion, policy, sessions) at the top level, not a {type(data).__name__}"
+            f"ingestion, policy, sessions, integrations, activation) at the top level, "
+            f"not a {type(data).__name__}"
         )
     return _validate(data, source=source)
 

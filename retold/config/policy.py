@@ -85,3 +85,68 @@ class IntegrationsConfig(_Block):
             "`thread_id` in the run config). A non-empty string."
         ),
     )
+
+
+# --------------------------------------------------------------------------- activation (spec §8.2, §11)
+
+ActivationCategory = Literal[
+    "identity", "communication", "constraints", "workflow", "interests", "relationships"
+]
+"""What a semantic claim is about, as the activation policy reads it (:mod:`retold.policy.activation`)."""
+
+ACTIVATION_CATEGORIES: tuple[str, ...] = (
+    "identity", "communication", "constraints", "workflow", "interests", "relationships",
+)  # fmt: skip
+
+
+class ActivationConfig(_Block):
+    """Which semantic records the agent always knows: the ambient profile (spec §8.2, §11).
+
+    A record is ``conditional`` (found by search) unless the policy makes it ``ambient``:
+    host-verified evidence in the principal's own user turns, a promotable category, and a
+    standing-default form. Borderline ones wait in the review queue (`retold reviews`).
+    """
+
+    enabled: bool = Field(
+        True,
+        description=(
+            "Run the activation policy after each write. Off: every record stays conditional and "
+            "the profile is empty. true or false."
+        ),
+    )
+    promotable_categories: list[ActivationCategory] = Field(
+        default_factory=lambda: ["identity", "communication", "constraints", "workflow"],
+        description=(
+            "Categories whose standing defaults may enter the profile. Any of identity, "
+            "communication, constraints, workflow, interests, relationships."
+        ),
+    )
+    review_borderline: bool = Field(
+        True,
+        description=(
+            "Queue a promotable claim whose form the rules cannot call a standing default (hedged, "
+            "unmarked) for a person to decide, instead of leaving it conditional silently. true or false."
+        ),
+    )
+    profile_max_tokens: _PositiveInt = Field(
+        400,
+        description=(
+            "Token budget of the rendered profile block; records past it are left out in a fixed "
+            "order, so the block stays byte-identical while the ambient set is unchanged. Integer >= 1."
+        ),
+    )
+    profile_in_prompt: bool = Field(
+        True,
+        description=(
+            "Add the profile to the system message in the Deep Agents middleware and CrewAI's "
+            "wrap_llm, in every memory mode. true or false."
+        ),
+    )
+    classifier: Literal["rules", "model"] = Field(
+        "rules",
+        description=(
+            "`model`: a configured chat model proposes a category for claims the rules cannot "
+            "place; the rules still decide, and a proposal alone only queues a review. One of "
+            "rules, model."
+        ),
+    )

@@ -32,7 +32,7 @@ from typing import Any
 
 from retold.models import SearchResponse, SearchResult
 
-__all__ = ["QUOTE", "json_line", "render_result", "render_search", "short_id"]
+__all__ = ["QUOTE", "json_line", "one_line", "quote_content", "render_result", "render_search", "short_id"]
 
 QUOTE = ">"
 """The marker that starts every quoted content line, and nothing else."""
@@ -63,7 +63,7 @@ def _visible(text: str) -> str:
     return _UNSAFE.sub(_escaped, text)
 
 
-def _one_line(text: str) -> str:
+def one_line(text: str) -> str:
     """``text`` on one line: its line breaks escaped as well."""
     return _BREAK.sub(_escaped, _visible(text))
 
@@ -79,7 +79,7 @@ def json_line(value: Any) -> str:
     return _UNSAFE.sub(_json_escaped, _BREAK.sub(_json_escaped, text))
 
 
-def _quote_content(content: str) -> list[str]:
+def quote_content(content: str) -> list[str]:
     """Each content line behind :data:`QUOTE`: stored text cannot start a line of its own."""
     return [f"{QUOTE} {line}" if line else QUOTE for line in _BREAK.split(_visible(content))]
 
@@ -97,26 +97,26 @@ def render_result(result: SearchResult) -> str:
     """One block: header, quoted content, ``matched:`` line, ``conflicts with`` line if any."""
     record = result.record
     head = (
-        f"[{_one_line(short_id(record.id))}] {_one_line(record.type)} · {_one_line(record.status)} · "
-        f"{_one_line(record.source_kind)} · event {record.event_at.date().isoformat()} · "
-        f"scope {_one_line(str(record.scope))}"
+        f"[{one_line(short_id(record.id))}] {one_line(record.type)} · {one_line(record.status)} · "
+        f"{one_line(record.source_kind)} · event {record.event_at.date().isoformat()} · "
+        f"scope {one_line(str(record.scope))}"
     )
-    lines = [head, *_quote_content(record.content), _one_line(result.explanation.summary) or "matched:"]
+    lines = [head, *quote_content(record.content), one_line(result.explanation.summary) or "matched:"]
     if result.explanation.conflicts_with:
-        ids = ", ".join(_one_line(short_id(c)) for c in result.explanation.conflicts_with)
+        ids = ", ".join(one_line(short_id(c)) for c in result.explanation.conflicts_with)
         lines.append(f"conflicts with {ids}")
     return "\n".join(lines)
 
 
 def render_search(response: SearchResponse, *, header: str = "memory_search") -> str:
     """Header plus the blocks joined by blank lines; an empty result states why."""
-    header = _one_line(header)
+    header = one_line(header)
     searched = response.rewritten_queries or response.raw_queries
     target = f"searched for: {_queries(searched)}"
     if response.rewritten_queries:
         target += f" (rewritten from {_queries(response.raw_queries)})"
     if not response.results:
-        reason = _one_line(str(response.empty_reason))
+        reason = one_line(str(response.empty_reason))
         return f"{header}: no relevant memory; {target}\nempty: {reason}"
     count = len(response.results)
     lines = [f"{header}: {count} result{'s' if count != 1 else ''}; {target}"]

@@ -42,6 +42,8 @@ COPIED_TABLES: tuple[tuple[str, str, str | None], ...] = (
     ("events", "id", None),
     ("search_log", "id", None),
     ("store_items", "namespace, key", None),
+    ("record_activation", "record_id", None),
+    ("activation_reviews", "id", None),
 )
 
 

@@ -19,6 +19,7 @@ from retold.errors import StoreError
 from retold.models import SessionKey
 from retold.store.database import Database
 from retold.store.rows import TURN_KEY_SQL, to_sql
+from retold.util import Clock, format_ts
 
 __all__ = ["ERASED_PAYLOAD", "EraseMixin", "ErasureSet", "Resupport", "prune_search_log"]
 
@@ -80,6 +81,7 @@ class EraseMixin:
     """Finds every row an erasure reaches before changing any, so a dry run shows the same set."""
 
     db: Database
+    clock: Clock
 
     if TYPE_CHECKING:  # provided by Store
 
@@ -311,6 +313,18 @@ class EraseMixin:
                 await self.db.execute(f"DELETE FROM {table} WHERE record_id IN (SELECT id FROM {records})")
             await self.db.execute(
                 f"UPDATE migration_issues SET issue = 'erased' WHERE record_id IN (SELECT id FROM {records})"
+            )
+            # A person's reason or note may quote the record; the decisions' ids and kinds stay.
+            await self.db.execute(
+                f"""UPDATE record_activation SET activation = 'conditional', reason = 'erased'
+                     WHERE record_id IN (SELECT id FROM {records})"""
+            )
+            await self.db.execute(
+                f"""UPDATE activation_reviews SET reason = 'erased', note = NULL,
+                           status = 'resolved', resolution = coalesce(resolution, 'reject'),
+                           resolver = coalesce(resolver, 'erasure'), resolved_at = coalesce(resolved_at, ?)
+                     WHERE record_id IN (SELECT id FROM {records})""",
+                (format_ts(self.clock.now()),),
             )
             for record_id, origin in erasure.sources:
                 await self.db.execute(

@@ -338,6 +338,38 @@ _V8 = (
 # column) as a plain SQLite table, so an ordinary index finds the row (see Store._write_fts).
 _V9 = ("CREATE INDEX records_fts_record ON records_fts_content(c0)",)
 
+# Activation (spec §8.2, §11): a semantic record's place in the ambient profile, decided after
+# its write commits, and the queue of borderline decisions a person resolves. Kept beside
+# ``records`` rather than in it: the write and search paths never read them.
+_V10 = (
+    """CREATE TABLE record_activation (
+      record_id   TEXT PRIMARY KEY REFERENCES records(id),
+      activation  TEXT NOT NULL CHECK (activation IN ('ambient','conditional')),
+      category    TEXT,
+      reason      TEXT NOT NULL,
+      decided_by  TEXT NOT NULL CHECK (decided_by IN ('policy','review','operator')),
+      actor       TEXT NOT NULL,
+      decided_at  TEXT NOT NULL
+    )""",
+    "CREATE INDEX record_activation_ambient ON record_activation(activation, record_id)",
+    """CREATE TABLE activation_reviews (
+      id          TEXT PRIMARY KEY,
+      record_id   TEXT NOT NULL REFERENCES records(id),
+      scope_kind  TEXT NOT NULL,
+      scope_id    TEXT NOT NULL,
+      category    TEXT,
+      reason      TEXT NOT NULL,
+      status      TEXT NOT NULL CHECK (status IN ('open','resolved')),
+      resolution  TEXT CHECK (resolution IN ('promote','conditional','reject')),
+      resolver    TEXT,
+      note        TEXT,
+      created_at  TEXT NOT NULL,
+      resolved_at TEXT
+    )""",
+    "CREATE INDEX activation_reviews_status ON activation_reviews(status, created_at)",
+    "CREATE UNIQUE INDEX activation_reviews_one_open ON activation_reviews(record_id) WHERE status = 'open'",
+)
+
 
 async def _backfill_sources(db: Database) -> None:
     """One ``record_sources`` row per record and per counted reinforcement; FTS aliases re-scoped.
@@ -448,6 +480,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(7, "ownership: owner-keyed sessions, record sources, scoped aliases", _V7, _backfill_sources),
     Migration(8, "langgraph store items", _V8),
     Migration(9, "full-text rows found by record id", _V9),
+    Migration(10, "activation and its review queue", _V10),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -23,6 +23,7 @@ import numpy as np
 
 from retold.errors import InvalidArgumentError, MigrationIssuesError, NotFoundError
 from retold.models import ACTIVE_STATUSES, Record, RecordSource, Scope
+from retold.store.activation import ActivationMixin
 from retold.store.audit import AuditMixin
 from retold.store.bulk import FTS_ROW_AT_SQL, FTS_ROW_SQL, BulkMixin
 from retold.store.database import Database
@@ -32,6 +33,7 @@ from retold.store.extraction import ExtractionMixin
 from retold.store.inspect import InspectMixin
 from retold.store.items import StoreItemsMixin
 from retold.store.maintenance import MaintenanceMixin
+from retold.store.metrics import MetricsMixin
 from retold.store.migrations import LATEST_VERSION, current_version, migrate
 from retold.store.postgres import is_postgres_url
 from retold.store.rows import RECORD_COLUMNS, record_from_row, record_to_params, scope_clause, to_sql
@@ -76,6 +78,8 @@ class Store(
     MaintenanceMixin,
     StoreItemsMixin,
     InspectMixin,
+    ActivationMixin,
+    MetricsMixin,
 ):
     """Async CRUD over the schema of spec §3. Open with ``await Store.open(path)``."""
 

@@ -88,12 +88,13 @@ Handler = Callable[[Principal, dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
 class ToolServices(Protocol):
-    """What the tools use of the runtime: its store, index, write path, config and search."""
+    """What the tools use of the runtime: its store, index, write path, status changes, config, search."""
 
     config: Config
     store: Store
     index: VectorIndex
     ingestor: Ingestor
+    reviser: Reviser
 
     async def search(self, principal: Principal, request: SearchRequest) -> SearchResponse: ...
 
@@ -103,7 +104,7 @@ class MemoryTools:
 
     def __init__(self, rt: ToolServices) -> None:
         self._rt = rt
-        self._reviser = Reviser(rt.store, rt.index)
+        self._reviser = rt.reviser
         self._offered: dict[str, TargetResolver] = {}
         self._handlers: dict[str, Handler] = {
             "memory_get": self._get,

@@ -77,6 +77,7 @@ async def record_payload(store: Store, record: Record, readable: Collection[Scop
     supersedes = await _visible(store, await store.supersession_chain(record.id), readable)
     superseded_by = await _visible(store, await store.superseded_by(record.id), readable)
     conflicts = await _visible(store, await store.conflicts_for(record.id), readable)
+    decided = (await store.activation_of([record.id])).get(record.id)
     return {
         "record_id": record.id,
         "short_id": short_id(record.id),
@@ -102,6 +103,8 @@ async def record_payload(store: Store, record: Record, readable: Collection[Scop
         "review_at": _ts(record.review_at),
         "last_reinforced_at": _ts(record.last_reinforced_at),
         "tags": list(record.tags),
+        "activation": decided.activation if decided else "conditional",
+        "activation_reason": decided.reason if decided else None,
         "entities": entities,
         "supersedes": [_brief(r) for r in supersedes],
         "superseded_by": [_brief(r) for r in superseded_by],

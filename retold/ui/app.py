@@ -300,6 +300,10 @@ def create_app(source: RuntimeSource, settings: UiSettings | None = None) -> Any
     def audit_args(store: Any, who: views.Viewer, p: Mapping[str, Any]) -> Any:
         return views.audit_page(store, who, text(p, "kind"), text(p, "actor"), page_of(p))
 
+    def metrics_args(store: Any, who: views.Viewer, p: Mapping[str, Any]) -> Any:
+        days = whole(p, "days", 1, 366, views.METRICS_DAYS) or views.METRICS_DAYS
+        return views.metrics_page(store, who, days)
+
     def paged(build: Callable[..., Any]) -> Callable[..., Any]:
         return lambda store, who, p: build(store, who, page_of(p))
 
@@ -321,6 +325,7 @@ def create_app(source: RuntimeSource, settings: UiSettings | None = None) -> Any
         Route("/search", search_form, methods=["GET"]),
         Route("/search", search_run, methods=["POST"]),
         Route("/plots", page("plots", views.plots_page)),
+        Route("/metrics", page("metrics", metrics_args, q)),
     ]
     app = applications.Starlette(
         routes=routes,

@@ -20,6 +20,7 @@ from typing import Any
 from retold.errors import NotFoundError
 from retold.models import STATUSES, Principal, Record, Scope, SessionKey
 from retold.policy.grants import readable_scopes
+from retold.policy.metrics import collect_metrics
 from retold.retrieve.render import short_id
 from retold.store import Store
 from retold.store.inspect import Owner
@@ -347,3 +348,40 @@ async def plots_page(store: Store, viewer: Viewer) -> dict[str, Any]:
         ),
         "gate": plots.rate_columns(rates, title="Gate pass rate: fused candidates that passed, per search"),
     }  # fmt: skip
+
+
+METRICS_DAYS = 7
+
+
+async def metrics_page(store: Store, viewer: Viewer, days: int) -> dict[str, Any]:
+    """``retold metrics`` for the last ``days`` days, drawn; the operator's view only.
+
+    The figures count every tenant's searches, writes and review items: acting as a
+    principal, the page says so and reads nothing (a count is still another user's data).
+    """
+    if viewer.principal is not None:
+        return {"operator_only": True, "days": days}
+    now = store.clock.now()
+    report = await collect_metrics(store, now=now, since=now - timedelta(days=days))
+    latency = [
+        (stage, {"p50": fig.p50, "p95 above p50": max(0.0, fig.p95 - fig.p50)})
+        for stage, fig in report.searches.latency_ms.items()
+        if stage != "total" and fig.p95 > 0
+    ]
+    decisions = [
+        (f"{activation} · {decider}", float(n))
+        for activation, by in report.activation.by_activation_and_decider.items()
+        for decider, n in by.items()
+    ]
+    return {
+        "operator_only": False,
+        "days": days,
+        "report": report,
+        "latency": plots.stacked_columns(
+            latency, ["p50", "p95 above p50"], title=f"Search latency by stage, last {days} day(s)", unit="ms"
+        ),
+        "writes": plots.hbars(
+            [(k, float(v)) for k, v in report.writes.by_outcome.items()], title="Writes by outcome", unit=""
+        ),
+        "decisions": plots.hbars(decisions, title="Activation decisions (activation · who decided)", unit=""),
+    }

@@ -13,6 +13,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from retold.adapters.common import RECALL_MARK
 from retold.config import Config
+from retold.models import Principal
 from retold.policy.prompt import policy_text
 from retold.tools.schemas import TOOL_NAMES
 
@@ -183,7 +184,8 @@ async def test_prompt_prefix_is_byte_identical_and_recall_only_appends(memory: M
     systems = {serialized(c[:1])[0] for c in model.calls}
     assert len(systems) == 1
     (system,) = {c[0].text for c in model.calls}
-    assert system == "You are a careful assistant.\n\n" + policy_text(mode)
+    profile = await memory.rt.profile(Principal("planner", "u1"))  # the seeded preference is ambient
+    assert profile and system == f"You are a careful assistant.\n\n{policy_text(mode)}\n\n{profile}"
     assert len({json.dumps(tools, sort_keys=True) for tools in model.bound}) == 1  # tool schemas too
     for earlier, later in zip(model.calls, model.calls[1:], strict=False):
         assert serialized(later)[: len(earlier)] == serialized(earlier)  # nothing earlier was edited

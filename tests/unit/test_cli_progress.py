@@ -308,7 +308,7 @@ def test_snapshots_and_extraction_show_their_counts_on_the_bar(
 
 
 async def _at_version_7(location: Path | str) -> None:
-    """A store two migrations behind the latest, on either backend."""
+    """A store three migrations behind the latest, on either backend."""
     if isinstance(location, Path):
         db = await Database.open(location)
         try:
@@ -318,7 +318,8 @@ async def _at_version_7(location: Path | str) -> None:
         return
     store = await Store.open(location)  # PostgreSQL's tables start at its baseline, version 7
     try:
-        await store.db.execute_atomic("DROP TABLE store_items")
+        for table in ("activation_reviews", "record_activation", "store_items"):
+            await store.db.execute_atomic(f"DROP TABLE {table}")
         await store.db.execute_atomic("DELETE FROM schema_migrations WHERE version >= 8")
     finally:
         await store.close()
@@ -329,7 +330,7 @@ def test_migrate_counts_the_migrations_it_applies(
 ) -> None:
     location = store_location("old.sqlite")
     asyncio.run(_at_version_7(location))
-    assert LATEST_VERSION == 9, "two migrations to apply"
+    assert LATEST_VERSION == 10, "three migrations to apply"
     calls: list[tuple[int, int]] = []
     drawn = Operation.progress
 
@@ -340,7 +341,7 @@ def test_migrate_counts_the_migrations_it_applies(
     monkeypatch.setattr(Operation, "progress", recorded)
     monkeypatch.setattr("retold.cli.common._stderr_is_terminal", lambda: True)
     shown = invoke("migrate", "--store", location)
-    assert calls == [(0, 2), (1, 2), (2, 2)]
-    assert "migrating" in shown.stderr and "2/2" in shown.stderr
+    assert calls == [(0, 3), (1, 3), (2, 3), (3, 3)]
+    assert "migrating" in shown.stderr and "3/3" in shown.stderr
     assert len(shown.stdout.splitlines()) == 1 and SUMMARY.match(shown.stdout.strip())
     assert shown.stdout.startswith(f"{location}: schema version {LATEST_VERSION} in ")

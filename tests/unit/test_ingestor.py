@@ -348,11 +348,18 @@ async def test_write_result_reports_every_stage_timing(world: World) -> None:
         "event_log",
         "transaction",
         "index_update",
+        "activation",
         "total",
     ):
         assert stage in result.timings_ms, stage
     (event,) = await world.events("record.created", result.record_id)
-    assert event["payload"]["timings_pending"] == ["event_log", "transaction", "index_update", "total"]
+    assert event["payload"]["timings_pending"] == [
+        "event_log",
+        "transaction",
+        "index_update",
+        "activation",
+        "total",
+    ]
     assert result.as_dict()["ok"] is True and result.as_dict()["outcome"] == "created"
 
 

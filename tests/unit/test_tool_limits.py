@@ -415,5 +415,7 @@ async def test_memory_get_shows_a_bounded_number_of_events(world: World) -> None
                                           payload={"n": n})  # fmt: skip
     got = await world.rt.tools.call(world.p, "memory_get", {"ids": [first.record_id]})
     (record,) = got["records"]
-    assert len(record["events"]) == MAX_EVENTS and record["events_total"] == MAX_EVENTS + 6
+    assert (
+        len(record["events"]) == MAX_EVENTS and record["events_total"] == MAX_EVENTS + 7
+    )  # created, activation_decided, 55 reinforced
     assert record["events"][-1]["payload"] == {"n": MAX_EVENTS + 4}  # the newest are kept, oldest first

@@ -355,7 +355,7 @@ async def test_get_returns_lineage_conflicts_events_and_evidence(world: World) -
     assert old["status"] == "superseded" and old["superseded_by"][0]["record_id"] == second["record_id"]
     assert new["evidence"] == "I prefer detailed answers with examples"
     assert new["source_ref"] == "session:s1<turn:2>"
-    assert [e["kind"] for e in new["events"]] == ["record.created"]
+    assert [e["kind"] for e in new["events"]] == ["record.created", "record.activation_decided"]
     assert new["events"][0]["payload"]["manual_revision"] is True
     assert new["events"][0]["payload"]["reason"] == "user changed their mind"
 
@@ -369,7 +369,11 @@ async def test_forgotten_record_answers_with_the_audit_shape_only(world: World) 
     assert got["tombstone"] is True
     assert got["content"] is None and got["evidence"] is None and got["source_ref"] is None
     assert "concise" not in json.dumps(got)
-    assert [e["kind"] for e in got["events"]] == ["record.created", "record.deleted"]
+    assert [e["kind"] for e in got["events"]] == [
+        "record.created",
+        "record.activation_decided",
+        "record.deleted",
+    ]
     assert got["events"][-1]["reason"] == "user asked"
     # Gone from lexical and dense search; the row and its embedding remain for an admin erase.
     assert await rt.store.fts_row(made["record_id"]) is None

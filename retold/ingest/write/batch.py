@@ -28,7 +28,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from retold.ingest.write.request import RETRY, Plan, Refused, WriteRequest, WriteResult, stage_timings
+from retold.ingest.write.request import (
+    RETRY,
+    Plan,
+    Refused,
+    WriteRequest,
+    WriteResult,
+    stage_timings,
+    written_by,
+)
 from retold.ingest.write.sources import source_user
 from retold.models import Entity, Principal, Record, Scope
 from retold.util import Timer
@@ -170,6 +178,13 @@ async def write_batch(
             if ambiguous:
                 user = source_user(principal, trusted=request.trusted)
                 await ingestor.persister.log_ambiguity(ambiguous, actor, request, user)
+        if ingestor.activation is not None:  # after the commit, as for a single write (spec §8.2)
+            user = source_user(principal, trusted=False)
+            written = [
+                None if isinstance(item, Refused) else written_by(item, request, user)
+                for item, request in zip(planned, requests, strict=True)
+            ]
+            await ingestor.activation.after_writes(results, written, actor)
         return results, timers
     raise AssertionError("unreachable")  # pragma: no cover
 

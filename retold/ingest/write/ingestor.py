@@ -33,8 +33,10 @@ from retold.ingest.write.request import (
     Revision,
     WriteRequest,
     WriteResult,
+    Written,
     fail,
     stage_timings,
+    written_by,
 )
 from retold.ingest.write.sources import source_for, source_user
 from retold.ingest.write.supersession import Decision, Judged, decide_current_fact, scan_window
@@ -56,6 +58,7 @@ from retold.store import Store
 from retold.util import Clock, Timer, new_id, normalize_attribute, normalize_ws
 
 if TYPE_CHECKING:
+    from retold.ingest.activation import ActivationService
     from retold.ingest.write.batch import Overlay
 
 __all__ = ["Ingestor", "WriteRequest", "WriteResult"]
@@ -80,6 +83,7 @@ class Ingestor:
         judge: EquivalenceJudge,
         index: Any,
         dense: Any = None,
+        activation: ActivationService | None = None,
     ) -> None:
         from retold.index.dense import InProcessDense
 
@@ -102,6 +106,8 @@ class Ingestor:
         # Decide-then-write must not interleave for one scope, or two copies of one fact
         # could both decide "create". Other scopes proceed in parallel.
         self._locks: dict[Scope, asyncio.Lock] = {}
+        # Decides each landed semantic write's activation after its commit (spec §11).
+        self.activation = activation
 
     async def write(
         self, principal: Principal, request: WriteRequest, *, actor: str | None = None
@@ -143,6 +149,7 @@ class Ingestor:
     ) -> WriteResult:
         timer = Timer()
         ambiguous: list[Resolution] = []
+        written: Written | None = None
         lock = self.scope_lock(scope)
         for attempt in range(1, WRITE_ATTEMPTS + 1):
             try:
@@ -150,6 +157,7 @@ class Ingestor:
                     plan = await planner(timer)
                     ambiguous = plan.ambiguous
                     result = await self._persist.commit(plan, actor, timer)
+                    written = written_by(plan, request, user_id)
                 break
             except Refused as refused:
                 result = refused.result
@@ -158,6 +166,9 @@ class Ingestor:
                 if result.error != RETRY or attempt == WRITE_ATTEMPTS:
                     break
         await self._persist.log_ambiguity(ambiguous, actor, request, user_id)
+        if self.activation is not None:
+            with timer("activation"):
+                await self.activation.after_write(result, written, actor)
         result.timings_ms = stage_timings(timer.timings_ms)
         result.timings_ms["total"] = round(timer.total(), 3)
         return result

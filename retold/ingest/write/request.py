@@ -14,17 +14,17 @@ from retold.models import Entity, EntityMention, Record, RecordSource, Resolutio
 
 __all__ = [
     "RETRY", "WRITE_STAGES", "WRITE_STAGES_PENDING", "Plan", "Refused", "Revision", "WriteRequest",
-    "WriteResult", "fail", "stage_timings",
+    "WriteResult", "Written", "fail", "stage_timings", "written_by",
 ]  # fmt: skip
 
 WRITE_STAGES: tuple[str, ...] = (
     "permission", "evidence", "entities", "embed", "dedup_search", "judge", "supersession",
-    "persistence", "event_log", "transaction", "index_update",
+    "persistence", "event_log", "transaction", "index_update", "activation",
 )  # fmt: skip
 """Every write stage, in order: each result and event carries all of them (0.0 when one did no work),
 so a dashboard never has to tell "skipped" from "not measured"."""
 
-WRITE_STAGES_PENDING: tuple[str, ...] = ("event_log", "transaction", "index_update", "total")
+WRITE_STAGES_PENDING: tuple[str, ...] = ("event_log", "transaction", "index_update", "activation", "total")
 """The stages still running when the write event is appended: named in its ``timings_pending``, never
 given a made-up 0.0 in its ``timings_ms`` (the result, returned afterwards, has them all)."""
 
@@ -77,6 +77,10 @@ class WriteResult:
     message: str | None = None
     candidates: list[dict[str, Any]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # Set after the commit by the activation policy (retold.ingest.activation): "ambient" puts
+    # the record in the principal's profile; anything that fails leaves it "conditional".
+    activation: str | None = None
+    activation_reason: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         if not self.ok:
@@ -90,6 +94,8 @@ class WriteResult:
             "status": self.status,
             "outcome": self.outcome,
             "note": self.note,
+            "activation": self.activation or "conditional",
+            "activation_reason": self.activation_reason or "not decided",
             "timings_ms": self.timings_ms,
         }
 
@@ -137,3 +143,28 @@ class Revision:
     source_kind: str = "agent_inference"
     evidence: str | None = None
     evidence_turn: int | None = None
+
+
+@dataclass(frozen=True)
+class Written:
+    """What a landed write planned, handed to activation after the commit (no read back needed)."""
+
+    record: Record
+    evidence_user: str | None  # the user in whose own user turn the write path found the evidence
+
+
+def written_by(plan: Plan, request: WriteRequest, user_id: str | None) -> Written:
+    """``plan`` as activation sees it: the evidence counts only when the write path verified it.
+
+    A trusted (host) write vouches for its source but was not checked against the user's
+    turns, so it never counts as the user's own words here.
+    """
+    check = plan.evidence.check
+    verified = (
+        not request.trusted
+        and check is not None
+        and check.found
+        and check.role == "user"
+        and plan.evidence.source_kind == "user_statement"
+    )
+    return Written(plan.record, user_id if verified else None)

@@ -335,6 +335,35 @@ BASELINE = 7
 # Migrations after the baseline, by version: SQLite's (retold.store.migrations) in PostgreSQL's
 # spelling. A new database runs them after the baseline tables; an older one runs those it lacks.
 _MIGRATIONS: dict[int, tuple[str, ...]] = {
+    10: (
+        f"""CREATE TABLE record_activation (
+          record_id   {T} PRIMARY KEY REFERENCES records(id),
+          activation  {T} NOT NULL CHECK (activation IN ('ambient','conditional')),
+          category    {T},
+          reason      {T} NOT NULL,
+          decided_by  {T} NOT NULL CHECK (decided_by IN ('policy','review','operator')),
+          actor       {T} NOT NULL,
+          decided_at  {T} NOT NULL
+        )""",
+        "CREATE INDEX record_activation_ambient ON record_activation(activation, record_id)",
+        f"""CREATE TABLE activation_reviews (
+          id          {T} PRIMARY KEY,
+          record_id   {T} NOT NULL REFERENCES records(id),
+          scope_kind  {T} NOT NULL,
+          scope_id    {T} NOT NULL,
+          category    {T},
+          reason      {T} NOT NULL,
+          status      {T} NOT NULL CHECK (status IN ('open','resolved')),
+          resolution  {T} CHECK (resolution IN ('promote','conditional','reject')),
+          resolver    {T},
+          note        {T},
+          created_at  {T} NOT NULL,
+          resolved_at {T}
+        )""",
+        "CREATE INDEX activation_reviews_status ON activation_reviews(status, created_at)",
+        """CREATE UNIQUE INDEX activation_reviews_one_open ON activation_reviews(record_id)
+           WHERE status = 'open'""",
+    ),
     9: (),  # PostgreSQL's records_fts has always had its record_id index (records_fts_record)
     8: (
         f"""CREATE TABLE store_items (
