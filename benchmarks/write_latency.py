@@ -219,6 +219,7 @@ STAGES = [
     "event_log",
     "transaction",
     "index_update",
+    "activation",
     "total",
 ]
 

@@ -3,6 +3,9 @@
 * :mod:`retold.adapters.common`: what every LangGraph-side integration shares (identity from
   the run, turn capture, the host-issued recall of §14.1, the memory tools as LangChain tools).
   It needs only langchain-core and langgraph, which retold always installs.
+* :mod:`retold.adapters.profile`: the ambient profile appended to a system message (LangChain
+  messages and CrewAI's message dicts); :mod:`~retold.adapters.langgraph_profile` is its
+  read-only access through ``RetoldStore``.
 * :mod:`retold.adapters.portal`: ``RuntimePortal`` and ``LoopBridge``: every adapter runs its
   retold calls on the one event loop that owns the runtime, from any thread or loop.
 * :mod:`retold.adapters.deepagents`: ``create_memory_agent`` for Deep Agents (``retold[deepagents]``).

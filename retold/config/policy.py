@@ -139,7 +139,8 @@ class ActivationConfig(_Block):
         True,
         description=(
             "Add the profile to the system message in the Deep Agents middleware and CrewAI's "
-            "wrap_llm, in every memory mode. true or false."
+            "wrap_llm, and to the drop-in nodes' state, in every memory mode. rt.profile and the "
+            "LangGraph store's profile reads answer either way. true or false."
         ),
     )
     classifier: Literal["rules", "model"] = Field(

@@ -173,7 +173,7 @@ class ActivationService:
             now = self._clock.now()
             if previous is None or current != decision.activation:
                 await self._store.set_activation(
-                    record.id, decision.activation, category=decision.category, reason=decision.reason,
+                    record, decision.activation, category=decision.category, reason=decision.reason,
                     decided_by="policy", actor=actor, at=now,
                 )  # fmt: skip
                 await self._store.append_event(
@@ -241,7 +241,7 @@ class ActivationService:
         async with self._store.transaction():
             now = self._clock.now()
             await self._store.set_activation(
-                record.id, activation, category=category, reason=reason, decided_by="operator",
+                record, activation, category=category, reason=reason, decided_by="operator",
                 actor=resolver, at=now,
             )  # fmt: skip
             await self._store.append_event(
@@ -302,7 +302,7 @@ class ActivationService:
             previous = (await self._store.activation_of([record.id])).get(record.id)
             reason = note or f"review {resolution} by {resolver}"
             await self._store.set_activation(
-                record.id, activation, category=category, reason=reason, decided_by="review",
+                record, activation, category=category, reason=reason, decided_by="review",
                 actor=resolver, at=now,
             )  # fmt: skip
             await self._store.append_event(

@@ -95,7 +95,7 @@ class ActivationMixin:
 
     async def set_activation(
         self,
-        record_id: str,
+        record: Record,
         activation: str,
         *,
         category: str | None,
@@ -106,13 +106,14 @@ class ActivationMixin:
     ) -> None:
         """Record a decision (replacing the previous one); the caller appends its event."""
         async with self.db.transaction():
-            await self.db.execute("DELETE FROM record_activation WHERE record_id = ?", (record_id,))
+            await self.db.execute("DELETE FROM record_activation WHERE record_id = ?", (record.id,))
             await self.db.execute(
-                """INSERT INTO record_activation(record_id, activation, category, reason, decided_by,
-                                                 actor, decided_at)
-                   VALUES (?, ?, ?, ?, ?, ?, ?)""",
-                (record_id, activation, category, reason, decided_by, actor, format_ts(at)),
-            )
+                """INSERT INTO record_activation(record_id, scope_kind, scope_id, activation, category,
+                                                 reason, decided_by, actor, decided_at)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                (record.id, record.scope.kind, record.scope.id, activation, category, reason, decided_by,
+                 actor, format_ts(at)),
+            )  # fmt: skip
 
     async def ambient_records(
         self, scopes: Sequence[Scope], now: datetime
@@ -120,21 +121,23 @@ class ActivationMixin:
         """Live ambient semantic records in ``scopes`` with their category, oldest first.
 
         Live means active, not past its expiry and not past its ``valid_until``: a record
-        leaves the profile the moment any of those stops holding, with no job to run.
+        leaves the profile the moment any of those stops holding, with no job to run. The
+        CROSS JOIN keeps SQLite's loop on the few activation rows of these scopes (its planner
+        would otherwise walk every semantic record); PostgreSQL plans it as the join it is.
         """
         if not scopes:
             return []
-        where, params = scope_clause(scopes, "r.")
+        where, params = scope_clause(scopes, "a.")
         stamp = format_ts(now)
         rows = await self.db.fetchall(
             f"""SELECT r.*, a.category AS activation_category
-                  FROM record_activation a JOIN records r ON r.id = a.record_id
-                 WHERE a.activation = 'ambient' AND r.type = 'semantic' AND r.status IN ({_ACTIVE})
+                  FROM record_activation a CROSS JOIN records r
+                 WHERE {where} AND a.activation = 'ambient' AND r.id = a.record_id
+                   AND r.type = 'semantic' AND r.status IN ({_ACTIVE})
                    AND (r.expires_at IS NULL OR r.expires_at > ?)
                    AND (r.valid_until IS NULL OR r.valid_until > ?)
-                   AND {where}
                  ORDER BY r.created_at, r.id""",
-            (stamp, stamp, *params),
+            (*params, stamp, stamp),
         )
         return [(record_from_row(r, []), r["activation_category"]) for r in rows]
 

@@ -344,6 +344,8 @@ _V9 = ("CREATE INDEX records_fts_record ON records_fts_content(c0)",)
 _V10 = (
     """CREATE TABLE record_activation (
       record_id   TEXT PRIMARY KEY REFERENCES records(id),
+      scope_kind  TEXT NOT NULL,
+      scope_id    TEXT NOT NULL,
       activation  TEXT NOT NULL CHECK (activation IN ('ambient','conditional')),
       category    TEXT,
       reason      TEXT NOT NULL,
@@ -351,7 +353,7 @@ _V10 = (
       actor       TEXT NOT NULL,
       decided_at  TEXT NOT NULL
     )""",
-    "CREATE INDEX record_activation_ambient ON record_activation(activation, record_id)",
+    "CREATE INDEX record_activation_scope ON record_activation(scope_kind, scope_id, activation)",
     """CREATE TABLE activation_reviews (
       id          TEXT PRIMARY KEY,
       record_id   TEXT NOT NULL REFERENCES records(id),

@@ -214,6 +214,7 @@ async def record_page(store: Store, viewer: Viewer, record_id: str) -> dict[str,
         "entity_links": [(entities[e], role) for e, role in links if e in entities],
         "sources": await _sources(store, viewer, record),
         "events": [{**e, "payload": mask(e["payload"])} for e in events],
+        "activation": (await store.activation_of([record_id])).get(record_id),
     }
 
 

@@ -27,7 +27,7 @@ FAKE = "embedding:\n  model: fake-embedder\n  version: '1'\n  dims: 256\n"
 
 
 async def seed(path: Path | str) -> list[str]:
-    """A store with grants, entities and aliases, a supersession, sources, sessions, events, logs."""
+    """A store with grants, entities, aliases, a supersession, sources, sessions, events, logs, activation."""
     async with retold.open_runtime(path, embedder=FakeEmbedder(), judge=FakeJudge()) as rt:
         await rt.host.provision_user("u1", aliases=["Aditya"])
         await rt.host.grant("planner", Scope("user", "u1"), read=True, write=True)
@@ -46,6 +46,23 @@ async def seed(path: Path | str) -> list[str]:
             })  # fmt: skip
             assert result["ok"], result
             ids.append(result["record_id"])
+        # Activation's two tables: an ambient preference, and a hedged one queued for review.
+        for said, content, attribute in (
+            ("Please always answer me in French.", "Prefers answers in French", "answer_language"),
+            (
+                "I think I might prefer shorter answers, maybe.",
+                "Might prefer shorter answers",
+                "answer_length",
+            ),
+        ):
+            p = await rt.hooks.on_turn(p, "user", said)
+            result = await rt.tools.call(p, "memory_write", {
+                "type": "semantic", "content": content, "attribute": attribute,
+                "source_kind": "user_statement", "evidence": said,
+            })  # fmt: skip
+            assert result["ok"], result
+        assert result["activation"] == "conditional" and len(await rt.store.activation_reviews()) == 1
+        assert "French" in await rt.profile(p)
         await rt.tools.call(p, "memory_search", {"queries": ["morning drink"]})
         await rt.hooks.on_session_end(p)
         return ids
@@ -131,6 +148,6 @@ def test_the_cli_copies_with_a_progress_bar_and_verifies(tmp_path: Path) -> None
     url = fresh_database("copycli")
     proc = run_cli("copy", str(source), url, "--config", str(config))
     assert "verified" in proc.stdout
-    assert "records: 3 row(s) copied, 3 in the destination" in proc.stdout
+    assert "records: 5 row(s) copied, 5 in the destination" in proc.stdout
     again = run_cli("copy", str(source), url, "--config", str(config), rc=None)
     assert again.returncode != 0 and "empty store" in (again.stdout + again.stderr)

@@ -7,16 +7,21 @@ does after its commit.
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from retold.errors import InvalidArgumentError, NotFoundError
 from retold.ingest.write.request import WriteRequest
 from retold.models import Principal, Scope
 from retold.retrieve.profile import PROFILE_HEADER, render_profile
 
+from .rendered import FORGED, expected_content
+from .slow import examples
 from .writepath import USER, World
 
 STANDING = ("Please always answer me in French.", "Prefers answers in French")
@@ -213,3 +218,44 @@ def test_the_block_is_bounded_ordered_and_quoted(make_record: Any, clock: Any) -
     assert lines[-1].startswith("(") and "left out" in lines[-1]
     assert len(block) // 4 <= 200 + 60
     assert render_profile([], 200) == ""
+
+
+_PROFILE_HEAD = re.compile(r"\[(?P<id>[0-9a-f-]{12})\] (?P<category>[a-z]+) · scope (?P<scope>\S+)")
+
+
+def _parse_profile(block: str) -> list[tuple[str, str, str]]:
+    """The profile read strictly: a header, then blank-separated `[id] category · scope` and `>` lines."""
+    lines = block.split("\n")
+    assert lines[0] == PROFILE_HEADER
+    out: list[tuple[str, str, str]] = []
+    at = 1
+    while at < len(lines):
+        assert lines[at] == "", lines[at]
+        at += 1
+        head = _PROFILE_HEAD.fullmatch(lines[at])
+        if head is None:
+            assert at == len(lines) - 1 and "left out" in lines[at], lines[at]
+            break
+        at += 1
+        quoted = []
+        while at < len(lines) and (lines[at] == ">" or lines[at].startswith("> ")):
+            quoted.append(lines[at][2:])
+            at += 1
+        assert quoted, head.group(0)
+        out.append((head.group("id"), head.group("category"), "\n".join(quoted)))
+    return out
+
+
+@settings(
+    max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(contents=st.lists(st.one_of(st.text(max_size=80), st.sampled_from([FORGED, f"x\n\n{PROFILE_HEADER}"])),
+                         min_size=1, max_size=6))  # fmt: skip
+def test_no_stored_text_can_forge_a_profile_entry(contents: list[str], make_record: Any) -> None:
+    items = [(make_record(content=c, scope=USER), "communication") for c in contents]
+    block = render_profile(items, 10_000)
+    parsed = _parse_profile(block)
+    assert len(parsed) == len(items)
+    by_id = {r.id[-12:]: r for r, _ in items}
+    for short, category, content in parsed:
+        assert category == "communication" and content == expected_content(by_id[short].content)

@@ -23,6 +23,7 @@ from retold.policy.activation import (
 )
 
 TUNING = Path(__file__).resolve().parents[1] / "data" / "activation_tuning.jsonl"
+HELD_OUT = TUNING.with_name("activation_heldout.jsonl")  # written independently of the rules
 _LOCOMO = "caroline melanie jon gina john maria joanna nate tim audrey andrew james deborah jolene evan sam"
 LOCOMO_NAMES = frozenset((*_LOCOMO.split(" "), "calvin", "dave", "locomo"))  # never in the tuning set
 DEFAULT = ActivationConfig()
@@ -275,8 +276,8 @@ def _reason_words(reason: str) -> set[str]:
     return {w for w in re.split(r"[\s,:()']+", reason.lower()) if w}
 
 
-def _rows() -> list[dict[str, Any]]:
-    return [json.loads(line) for line in TUNING.read_text(encoding="utf-8").splitlines() if line.strip()]
+def _rows(path: Path = TUNING) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
 
 
 def test_reasons_and_cues_use_only_fixed_wording_and_lexicon_cues() -> None:
@@ -307,8 +308,9 @@ def test_no_word_of_the_claim_leaks_into_the_reason(content: str, evidence: str)
 # --------------------------------------------------------------------------- the labelled tuning set
 
 
-def test_the_tuning_set_is_well_formed() -> None:
-    rows = _rows()
+@pytest.mark.parametrize("path", [TUNING, HELD_OUT], ids=["tuning", "held_out"])
+def test_the_labelled_sets_are_well_formed(path: Path) -> None:
+    rows = _rows(path)
     assert len(rows) >= 150
     for row in rows:
         assert set(row) == {"content", "evidence", "label", "category", "why"}, row
@@ -322,15 +324,17 @@ def test_the_tuning_set_is_well_formed() -> None:
     assert not LOCOMO_NAMES & set(re.findall(r"[a-z]+", text))
 
 
-def test_the_tuning_set_ambient_precision_and_recall() -> None:
-    rows = _rows()
+@pytest.mark.parametrize(("path", "min_recall"), [(TUNING, 0.6), (HELD_OUT, 0.4)], ids=["tuning", "held_out"])
+def test_ambient_precision_and_recall_on_the_labelled_sets(path: Path, min_recall: float) -> None:
+    """Precision of ``ambient`` >= 0.95 on both sets; the held-out one was never read while writing rules."""
+    rows = _rows(path)
     called = [(r, decide(r["content"], r["evidence"])) for r in rows]
     hits = sum(r["label"] == "ambient" and d.activation == "ambient" for r, d in called)
     ambient = sum(d.activation == "ambient" for _, d in called)
     positives = sum(r["label"] == "ambient" for r in rows)
     precision, recall = hits / max(1, ambient), hits / positives
     wrong = [(r["content"], d.reason) for r, d in called if d.activation == "ambient" != r["label"]]
-    print(f"\ntuning set: n {len(rows)}, ambient precision {precision:.3f}, recall {recall:.3f}")
+    print(f"\n{path.stem}: n {len(rows)}, ambient precision {precision:.3f}, recall {recall:.3f}")
     assert precision >= 0.95, wrong
-    assert recall >= 0.6
+    assert recall >= min_recall
     assert all(d.category in DEFAULT.promotable_categories for _, d in called if d.activation == "ambient")

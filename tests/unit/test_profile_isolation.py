@@ -97,7 +97,7 @@ async def scenario(
             written.append(record.id)
             if activation is not None:
                 await store.set_activation(
-                    record.id, activation, category="communication", reason="t", decided_by="operator",
+                    record, activation, category="communication", reason="t", decided_by="operator",
                     actor="t", at=now,
                 )  # fmt: skip
             if activation == "ambient" and kind == "semantic" and status in LIVE and when == "live":

@@ -28,6 +28,7 @@ __all__ = [
     "BRITISH",
     "CLAUSE_WORDS",
     "COMPARATIVE",
+    "CONTRACTIONS",
     "EVENT",
     "FILLERS",
     "GENERIC",
@@ -341,3 +342,19 @@ GENERIC = frozenset(
     canonical(w) for w in _split("user like want have use name call get make thing go keep need person")
 )
 SPECIFIC_KINDS = frozenset({"number", "date", "proper", "ident"})
+
+
+CONTRACTIONS: tuple[tuple[str, str], ...] = (
+    (r"\bcan'?t\b", "can not"),
+    (r"\bcannot\b", "can not"),
+    (r"\bwon'?t\b", "will not"),
+    (r"\bshan't\b", "shall not"),
+    (r"\b(\w+)n't\b", r"\1 not"),
+    (r"\b(i)'m\b", r"\1 am"),
+    (r"\b(\w+)'re\b", r"\1 are"),
+    (r"\b(\w+)'ve\b", r"\1 have"),
+    (r"\b(\w+)'ll\b", r"\1 will"),
+    (r"\b(\w+)'d\b", r"\1 would"),
+)
+"""Contractions spelled out (regex, replacement; case-insensitive), in order: the claim parser
+and the activation reader add their own reading of ``'s`` and a few informal spellings."""

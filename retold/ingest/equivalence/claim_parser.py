@@ -24,6 +24,7 @@ from retold.ingest.equivalence.claim_lexicon import (
     BRITISH,
     CLAUSE_WORDS,
     COMPARATIVE,
+    CONTRACTIONS,
     FILLERS,
     HEDGES,
     MAX_PHRASE,
@@ -57,16 +58,7 @@ _CLAUSE_PUNCT = frozenset(",;:.!?")
 _CONTRACTIONS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     (re.compile(pattern, re.IGNORECASE), repl)
     for pattern, repl in (
-        (r"\bcan'?t\b", "can not"),
-        (r"\bcannot\b", "can not"),
-        (r"\bwon'?t\b", "will not"),
-        (r"\bshan't\b", "shall not"),
-        (r"\b(\w+)n't\b", r"\1 not"),
-        (r"\b(i)'m\b", r"\1 am"),
-        (r"\b(\w+)'re\b", r"\1 are"),
-        (r"\b(\w+)'ve\b", r"\1 have"),
-        (r"\b(\w+)'ll\b", r"\1 will"),
-        (r"\b(\w+)'d\b", r"\1 would"),
+        *CONTRACTIONS,
         (r"\b(\w+)'s\b", r"\1"),  # possessive (or "it's"): the owner stays, the 's carries nothing
         (r"(\d)\s+(am|pm)\b", r"\1\2"),
     )

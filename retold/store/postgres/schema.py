@@ -338,6 +338,8 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
     10: (
         f"""CREATE TABLE record_activation (
           record_id   {T} PRIMARY KEY REFERENCES records(id),
+          scope_kind  {T} NOT NULL,
+          scope_id    {T} NOT NULL,
           activation  {T} NOT NULL CHECK (activation IN ('ambient','conditional')),
           category    {T},
           reason      {T} NOT NULL,
@@ -345,7 +347,7 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
           actor       {T} NOT NULL,
           decided_at  {T} NOT NULL
         )""",
-        "CREATE INDEX record_activation_ambient ON record_activation(activation, record_id)",
+        "CREATE INDEX record_activation_scope ON record_activation(scope_kind, scope_id, activation)",
         f"""CREATE TABLE activation_reviews (
           id          {T} PRIMARY KEY,
           record_id   {T} NOT NULL REFERENCES records(id),
