@@ -136,7 +136,7 @@ class ExtractionMixin:
                   FROM records r LEFT JOIN entities e ON e.id = r.subject_entity_id
                  WHERE {where} AND r.status IN ('provisional', 'confirmed')
                    AND r.type IN ('semantic', 'procedural') AND r.attribute IS NOT NULL AND r.attribute != '-'
-                 GROUP BY r.subject_entity_id, r.attribute
+                 GROUP BY r.subject_entity_id, e.canonical, r.attribute
                  ORDER BY latest DESC, name, r.attribute LIMIT ?""",
             (*params, limit),
         )

@@ -32,8 +32,9 @@ ACME = EntityMention("org", "Acme", "about")
 
 
 @pytest.fixture
-async def xw(tmp_path: Path) -> AsyncIterator[XWorld]:
-    w = await make_xworld(tmp_path / "memory.sqlite")
+async def xw(store_location: Any) -> AsyncIterator[XWorld]:
+    """On each backend the suite runs: extraction's queries are the store's, both dialects."""
+    w = await make_xworld(store_location("memory.sqlite"))
     try:
         yield w
     finally:
