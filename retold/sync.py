@@ -134,6 +134,11 @@ class SyncRuntime:
         response: SearchResponse = self._portal.run(self.runtime.search(principal, request))
         return response
 
+    def profile(self, principal: Principal) -> str:
+        """:meth:`Runtime.profile <retold.runtime.Runtime.profile>`, blocking: the ambient profile block."""
+        block: str = self._portal.run(self.runtime.profile(principal))
+        return block
+
     def extract_session(
         self, session_id: str | SessionKey, *, force: bool = False, actor: str | None = None
     ) -> ExtractionResult:

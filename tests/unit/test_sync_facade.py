@@ -42,6 +42,13 @@ def test_the_async_api_without_await(store_location) -> None:
         response = rt.search(p, SearchRequest(queries=["concise answers"]))
         assert [r.record.id for r in response.results] == [result["record_id"]]
         assert rt.ops.record_report(result["record_id"])["record"].id == result["record_id"]
+        assert rt.profile(p) == ""  # no evidence given: an inference never enters the profile
+        p = rt.hooks.on_turn(p, "user", "Please always answer me in French.")
+        said = rt.tools.call(p, "memory_write", {
+            "type": "semantic", "content": "Prefers answers in French", "attribute": "answer_language",
+            "source_kind": "user_statement", "evidence": "Please always answer me in French.",
+        })  # fmt: skip
+        assert said["activation"] == "ambient" and "> Prefers answers in French" in rt.profile(p)
         assert rt.config.store.path and not rt.closed
         rt.hooks.on_session_end(p)
     assert rt.closed
