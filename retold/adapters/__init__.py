@@ -15,7 +15,8 @@
   :mod:`~retold.adapters.crewai_binding` (``retold[crewai]``).
 * :mod:`retold.adapters.langgraph_store`: ``RetoldStore``, a LangGraph ``BaseStore`` (LangMem, Deep
   Agents' ``StoreBackend``, ``runtime.store``), with its checks, value text and filters in
-  :mod:`~retold.adapters.langgraph_values`; :mod:`~retold.adapters.langgraph_store_dev` serves it
+  :mod:`~retold.adapters.langgraph_values`, its namespace map and caller identity in
+  :mod:`~retold.adapters.langgraph_namespaces`; :mod:`~retold.adapters.langgraph_store_dev` serves it
   to ``langgraph dev``.
 * :mod:`retold.adapters.mcp` / :mod:`retold.adapters.mcp_http`: ``retold mcp``, memory for any MCP
   client over stdio or streamable HTTP (``retold[mcp]``).

@@ -4,12 +4,13 @@
     store = RetoldStore(rt, agent_id="planner")          # ("memories", user_id, ...) → user:<id>
     graph = builder.compile(store=store)                  # or create_agent(..., store=store)
 
-* **Namespaces → scopes** (:class:`NamespaceMap`): ``("memories", <user>, ...)`` is that user's
-  scope, ``("memories", "project", <project>, ...)`` the project's. Anything else is refused with
-  :class:`StoreNamespaceError` naming the namespace. Grants decide (``rt.host.grant``), exactly as
-  for the tools: a namespace the principal cannot read answers like an empty one (get → None,
-  search → []), a put or delete where it cannot write raises :class:`StoreRefusedError`
-  carrying the tools' ``{"ok": False, "error": "scope_not_writable", ...}``.
+* **Namespaces → scopes** (:class:`NamespaceMap`, in :mod:`retold.adapters.langgraph_namespaces`):
+  ``("memories", <user>, ...)`` is that user's scope, ``("memories", "project", <project>, ...)``
+  the project's. Anything else is refused with :class:`StoreNamespaceError` naming the namespace.
+  Grants decide (``rt.host.grant``), exactly as for the tools: a namespace the principal cannot
+  read answers like an empty one (get → None, search → []), a put or delete where it cannot write
+  raises :class:`StoreRefusedError` carrying the tools' ``{"ok": False, "error":
+  "scope_not_writable", ...}``.
 * **Who is calling**: agent = ``agent_id``; user = the namespace's user (for a project
   namespace: ``configurable.user_id`` / ``langgraph_user_id`` / the run context's ``user_id``,
   else ``default_user_id``); session = the run's ``thread_id``, outside a run
@@ -33,12 +34,10 @@
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal
 
 from langgraph.store.base import (
     NOT_PROVIDED,
@@ -56,6 +55,15 @@ from langgraph.store.base import (
 )
 from langgraph.store.base.batch import AsyncBatchedBaseStore
 
+from retold.adapters.langgraph_namespaces import (
+    CALLER,
+    Call,
+    Caller,
+    NamespaceMap,
+    NamespaceTarget,
+    Outcome,
+    current_caller,
+)
 from retold.adapters.langgraph_profile import PROFILE_KEY, ProfileAccess, is_profile_key, profile_refused
 from retold.adapters.langgraph_values import (
     LIVE,
@@ -115,105 +123,6 @@ __all__ = [
     "StoreNamespaceError",
     "StoreRefusedError",
 ]
-
-# --- namespaces ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class NamespaceTarget:
-    """Where a namespace lives: its scope, the user it belongs to (None: the run's), its root."""
-
-    scope: Scope
-    user_id: str | None
-    root: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class NamespaceMap:
-    """The namespace → scope rule. The default is safe: a user's namespace is that user's scope.
-
-    ``("<root>", <user_id>, ...)`` → ``user:<user_id>``;
-    ``("<root>", "project", <project_id>, ...)`` → ``project:<project_id>``; nothing else maps.
-    ``extra`` adds fixed namespaces, e.g. ``{("team_docs",): Scope("org", "acme")}`` (a prefix:
-    deeper namespaces under it map there too). Subclass and override :meth:`target` for more.
-    """
-
-    root: str = "memories"
-    project_label: str = "project"
-    extra: Mapping[tuple[str, ...], Scope] = field(default_factory=dict)
-
-    def target(self, namespace: tuple[str, ...]) -> NamespaceTarget | None:
-        for prefix, scope in self.extra.items():
-            if namespace[: len(prefix)] == tuple(prefix):
-                user = scope.id if scope.kind == "user" else None
-                return NamespaceTarget(scope, user, tuple(prefix))
-        if len(namespace) < 2 or namespace[0] != self.root:
-            return None
-        if namespace[1] == self.project_label:
-            if len(namespace) < 3:
-                return None
-            return NamespaceTarget(Scope("project", namespace[2]), None, namespace[:3])
-        return NamespaceTarget(Scope("user", namespace[1]), namespace[1], namespace[:2])
-
-    def namespace_for(self, scope: Scope) -> tuple[str, ...] | None:
-        """The root namespace of a scope (where records without a key are listed)."""
-        for prefix, fixed in self.extra.items():
-            if fixed == scope:
-                return tuple(prefix)
-        if scope.kind == "user":
-            return (self.root, scope.id)
-        if scope.kind == "project":
-            return (self.root, self.project_label, scope.id)
-        return None
-
-
-# --- identity of the caller, captured where the call is made ------------------------------------
-
-
-class _Caller(NamedTuple):
-    thread_id: str | None
-    user_id: str | None
-
-
-_CALLER: contextvars.ContextVar[_Caller | None] = contextvars.ContextVar("retold_store_caller", default=None)
-
-
-def _caller() -> _Caller:
-    """The caller's run identity: handed over with a sync call, else read from this context's run."""
-    handed = _CALLER.get()
-    return handed if handed is not None else _run_caller()
-
-
-def _run_caller() -> _Caller:
-    """The run's thread id and user, read in the caller's context (a run's contextvars)."""
-    try:
-        from langgraph.config import get_config
-
-        config = get_config()
-    except (RuntimeError, KeyError, ImportError):
-        return _Caller(None, None)
-    configurable = config.get("configurable") or {}
-    user = configurable.get("user_id") or configurable.get("langgraph_user_id")
-    if not user:
-        from retold.adapters.common import current_context
-
-        context = current_context()
-        user = context.get("user_id") if isinstance(context, Mapping) else getattr(context, "user_id", None)
-    thread = configurable.get("thread_id")
-    return _Caller(str(thread) if thread else None, str(user) if user else None)
-
-
-class _Call(NamedTuple):
-    """An op with its caller, queued to the batch task; the answer is an :class:`_Outcome`."""
-
-    op: Op
-    caller: _Caller
-
-
-class _Outcome(NamedTuple):
-    result: Any
-    error: BaseException | None
-
 
 # --- the store -------------------------------------------------------------------------------
 
@@ -275,16 +184,16 @@ class RetoldStore(ProfileAccess, AsyncBatchedBaseStore):
 
     async def _queued(self, op: Op) -> Any:
         """Run one op through the batch task on the owning loop, answering for this op alone."""
-        call = _Call(op, _caller())
+        call = Call(op, current_caller())
 
-        async def on_owner() -> _Outcome:
+        async def on_owner() -> Outcome:
             self._loop = self._bridge.loop  # type: ignore[assignment]
             self._ensure_task()
             future = self._loop.create_future()  # type: ignore[union-attr]
             self._aqueue.put_nowait((future, call))  # type: ignore[arg-type]
             return await future
 
-        outcome: _Outcome = await self._bridge.acall(on_owner)
+        outcome: Outcome = await self._bridge.acall(on_owner)
         if outcome.error is not None:
             raise outcome.error
         return outcome.result
@@ -361,7 +270,7 @@ class RetoldStore(ProfileAccess, AsyncBatchedBaseStore):
         return self._bridge.call(lambda: self.abatch(ops))
 
     def get(self, namespace: tuple[str, ...], key: str, *, refresh_ttl: bool | None = None) -> Item | None:
-        caller = _caller()
+        caller = current_caller()
         return self._bridge.call(
             lambda: self._with(caller, self.aget(namespace, key, refresh_ttl=refresh_ttl))
         )
@@ -377,7 +286,7 @@ class RetoldStore(ProfileAccess, AsyncBatchedBaseStore):
         offset: int = 0,
         refresh_ttl: bool | None = None,
     ) -> list[SearchItem]:
-        caller = _caller()
+        caller = current_caller()
         return self._bridge.call(
             lambda: self._with(
                 caller,
@@ -397,11 +306,11 @@ class RetoldStore(ProfileAccess, AsyncBatchedBaseStore):
         *,
         ttl: float | NotProvided | None = NOT_PROVIDED,
     ) -> None:
-        caller = _caller()
+        caller = current_caller()
         self._bridge.call(lambda: self._with(caller, self.aput(namespace, key, value, index, ttl=ttl)))
 
     def delete(self, namespace: tuple[str, ...], key: str) -> None:
-        caller = _caller()
+        caller = current_caller()
         self._bridge.call(lambda: self._with(caller, self.adelete(namespace, key)))
 
     def list_namespaces(
@@ -428,47 +337,47 @@ class RetoldStore(ProfileAccess, AsyncBatchedBaseStore):
         reads ""; outside one, ``user_id`` (else ``default_user_id``) is. ``project_id``
         adds that project's ambient records, as working in it would.
         """
-        caller = _caller()
+        caller = current_caller()
         return await self._bridge.acall(
             lambda: self._profile_for(user_id, project_id, caller.user_id, caller.thread_id)
         )
 
     def profile(self, user_id: str | None = None, *, project_id: str | None = None) -> str:
         """:meth:`aprofile` for sync callers (threads, other loops)."""
-        caller = _caller()
+        caller = current_caller()
         return self._bridge.call(
             lambda: self._profile_for(user_id, project_id, caller.user_id, caller.thread_id)
         )
 
-    async def _with(self, caller: _Caller, coro: Any) -> Any:
+    async def _with(self, caller: Caller, coro: Any) -> Any:
         """Await ``coro`` on the owning loop as ``caller`` (the sync caller's run identity)."""
-        token = _CALLER.set(caller)
+        token = CALLER.set(caller)
         try:
             return await coro
         finally:
-            _CALLER.reset(token)
+            CALLER.reset(token)
 
     # --- executing ops ----------------------------------------------------------------------
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """Execute ops in order. Queued calls answer one by one; direct calls raise the first error."""
         ops = list(ops)
-        if any(not isinstance(op, _Call) for op in ops) and not self._bridge.on_owner():
-            caller = _caller()
+        if any(not isinstance(op, Call) for op in ops) and not self._bridge.on_owner():
+            caller = current_caller()
             return await self._bridge.acall(lambda: self._with(caller, self.abatch(ops)))
         await self._maybe_sweep()
         results: list[Any] = []
         for op in ops:
-            if isinstance(op, _Call):
+            if isinstance(op, Call):
                 try:
-                    results.append(_Outcome(await self._execute(op.op, op.caller), None))
+                    results.append(Outcome(await self._execute(op.op, op.caller), None))
                 except Exception as exc:  # answered to that op's caller only
-                    results.append(_Outcome(None, exc))
+                    results.append(Outcome(None, exc))
             else:
-                results.append(await self._execute(op, _caller()))
+                results.append(await self._execute(op, current_caller()))
         return results
 
-    async def _execute(self, op: Op, caller: _Caller) -> Any:
+    async def _execute(self, op: Op, caller: Caller) -> Any:
         if isinstance(op, GetOp):
             return await self._get(op, caller)
         if isinstance(op, SearchOp):
@@ -502,7 +411,7 @@ class RetoldStore(ProfileAccess, AsyncBatchedBaseStore):
             )
         return target
 
-    def _principal(self, target: NamespaceTarget, caller: _Caller) -> Principal:
+    def _principal(self, target: NamespaceTarget, caller: Caller) -> Principal:
         """Agent, user and session for one op. Inside a run that names its user, that user acts:
         another user's namespace then fails the grant check (a user grant counts only for its
         own user), so nothing a run is steered to name crosses users. Outside a run, the
@@ -539,7 +448,7 @@ class RetoldStore(ProfileAccess, AsyncBatchedBaseStore):
 
     # --- get --------------------------------------------------------------------------------
 
-    async def _get(self, op: GetOp, caller: _Caller) -> Item | None:
+    async def _get(self, op: GetOp, caller: Caller) -> Item | None:
         target = self._target(op.namespace)
         if not isinstance(op.key, str) or not op.key or len(op.key) > MAX_KEY_CHARS:
             return None
@@ -584,7 +493,7 @@ class RetoldStore(ProfileAccess, AsyncBatchedBaseStore):
 
     # --- put --------------------------------------------------------------------------------
 
-    async def _put(self, op: PutOp, caller: _Caller) -> None:
+    async def _put(self, op: PutOp, caller: Caller) -> None:
         target = self._target(op.namespace)
         check_namespace_for_write(op.namespace)
         if is_profile_key(op.key):
@@ -673,7 +582,7 @@ class RetoldStore(ProfileAccess, AsyncBatchedBaseStore):
 
     # --- delete -----------------------------------------------------------------------------
 
-    async def _delete(self, op: PutOp, caller: _Caller) -> None:
+    async def _delete(self, op: PutOp, caller: Caller) -> None:
         target = self._target(op.namespace)
         if is_profile_key(op.key):
             raise profile_refused(op.key)
@@ -705,7 +614,7 @@ class RetoldStore(ProfileAccess, AsyncBatchedBaseStore):
 
     # --- search -----------------------------------------------------------------------------
 
-    async def _search(self, op: SearchOp, caller: _Caller) -> list[SearchItem]:
+    async def _search(self, op: SearchOp, caller: Caller) -> list[SearchItem]:
         prefix = tuple(op.namespace_prefix)
         target = self._target(prefix)
         limit, offset = (
