@@ -64,11 +64,15 @@ class _Frame:
 _current_tx: contextvars.ContextVar[_Frame | None] = contextvars.ContextVar("retold_current_tx", default=None)
 
 
-async def run_to_completion(work: Awaitable[T]) -> T:
+async def run_to_completion(
+    work: Awaitable[T], *, on_cancel: Callable[[], Awaitable[object]] | None = None
+) -> T:
     """Await ``work`` to its end even if the caller is cancelled meanwhile, then re-raise that.
 
     The work runs in a task of its own, so a cancellation reaches only this wait, never the
     statement; every further cancellation while it runs is absorbed into the one raised after.
+    ``on_cancel`` (awaited once, at the first cancellation) asks the work to end sooner, e.g. a
+    server-side cancel of a statement waiting on a lock; its own failure is ignored.
     """
     task = asyncio.ensure_future(work)
     interrupted: asyncio.CancelledError | None = None
@@ -76,7 +80,15 @@ async def run_to_completion(work: Awaitable[T]) -> T:
         try:
             await asyncio.wait((task,))
         except asyncio.CancelledError as exc:
+            first = interrupted is None
             interrupted = exc
+            if first and on_cancel is not None and not task.done():
+                try:
+                    await asyncio.shield(asyncio.ensure_future(on_cancel()))
+                except asyncio.CancelledError:
+                    pass
+                except Exception:  # the work still ends, at its own pace
+                    logger.warning("asking a cancelled statement to stop failed", exc_info=True)
     if interrupted is not None:
         failure = None if task.cancelled() else task.exception()
         if failure is not None:

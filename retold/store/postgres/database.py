@@ -233,7 +233,9 @@ class PgDatabase:
         token = _current.set(frame)
         try:
             try:
-                await run_to_completion(self._begin(conn))
+                # A writer cancelled while it queues for the write lock stops queueing at once
+                # (a server-side cancel) instead of holding its caller until lock_timeout.
+                await run_to_completion(self._begin(conn), on_cancel=conn.cancel_safe)
             except BaseException:
                 await run_to_completion(self._finish(frame, commit=False))
                 raise
