@@ -14,6 +14,7 @@ import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 from retold.config.policy import ActivationConfig
@@ -172,17 +173,9 @@ class ActivationService:
         async with self._store.transaction():
             now = self._clock.now()
             if previous is None or current != decision.activation:
-                await self._store.set_activation(
-                    record, decision.activation, category=decision.category, reason=decision.reason,
-                    decided_by="policy", actor=actor, at=now,
-                )  # fmt: skip
-                await self._store.append_event(
-                    "record.activation_decided", actor, record_id=record.id,
-                    payload={
-                        "activation": decision.activation,
-                        "previous": previous.activation if previous else None,
-                        "category": decision.category, "reason": decision.reason, "by": "policy",
-                    },
+                await self._record_decision(
+                    record, decision.activation, previous, category=decision.category,
+                    reason=decision.reason, by="policy", actor=actor, at=now,
                 )  # fmt: skip
             if decision.review:
                 review_id = await self._store.open_activation_review(
@@ -240,14 +233,9 @@ class ActivationService:
         before = previous.activation if previous else "conditional"
         async with self._store.transaction():
             now = self._clock.now()
-            await self._store.set_activation(
-                record, activation, category=category, reason=reason, decided_by="operator",
-                actor=resolver, at=now,
-            )  # fmt: skip
-            await self._store.append_event(
-                "record.activation_decided", resolver, record_id=record.id,
-                payload={"activation": activation, "previous": before, "category": category,
-                         "reason": reason, "by": "operator", "resolver": resolver},
+            await self._record_decision(
+                record, activation, previous, category=category, reason=reason, by="operator",
+                actor=resolver, at=now, resolver=resolver,
             )  # fmt: skip
             for item in await self._store.activation_reviews(record_id=record.id):
                 resolution = "promote" if activation == "ambient" else "conditional"
@@ -301,15 +289,9 @@ class ActivationService:
                 raise InvalidArgumentError(f"review {item.id} was resolved by someone else meanwhile")
             previous = (await self._store.activation_of([record.id])).get(record.id)
             reason = note or f"review {resolution} by {resolver}"
-            await self._store.set_activation(
-                record, activation, category=category, reason=reason, decided_by="review",
-                actor=resolver, at=now,
-            )  # fmt: skip
-            await self._store.append_event(
-                "record.activation_decided", resolver, record_id=record.id,
-                payload={"activation": activation, "previous": previous.activation if previous else None,
-                         "category": category, "reason": reason, "by": "review", "resolver": resolver,
-                         "review_id": item.id},
+            await self._record_decision(
+                record, activation, previous, category=category, reason=reason, by="review",
+                actor=resolver, at=now, resolver=resolver, review_id=item.id,
             )  # fmt: skip
             await self._store.append_event(
                 "activation.review_resolved", resolver, record_id=record.id,
@@ -317,6 +299,31 @@ class ActivationService:
             )  # fmt: skip
         status = "deleted" if resolution == "reject" else record.status
         return ReviewOutcome(item.id, record.id, resolution, activation, status)
+
+    async def _record_decision(
+        self,
+        record: Record,
+        activation: str,
+        previous: ActivationRow | None,
+        *,
+        category: str | None,
+        reason: str,
+        by: str,
+        actor: str,
+        at: datetime,
+        **who: str,
+    ) -> None:
+        """The decision's row and its ``record.activation_decided`` event, in the caller's transaction."""
+        await self._store.set_activation(
+            record, activation, category=category, reason=reason, decided_by=by, actor=actor, at=at
+        )
+        await self._store.append_event(
+            "record.activation_decided", actor, record_id=record.id,
+            payload={
+                "activation": activation, "previous": previous.activation if previous else None,
+                "category": category, "reason": reason, "by": by, **who,
+            },
+        )  # fmt: skip
 
     async def _checked_category(self, record: Record, known: str | None, activation: str) -> str | None:
         """The category a promotion uses, after every eligibility check (raises when one fails)."""

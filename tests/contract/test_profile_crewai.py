@@ -19,6 +19,15 @@ from crewai import Agent, Crew, Task
 
 import retold
 from contract.crew_doubles import ScriptedLLM, keep_crewai_offline, react_action, react_final
+from contract.profile_script import (
+    FRENCH,
+    FRENCH_QUOTE,
+    FRENCH_TURN,
+    GERMAN,
+    GERMAN_QUOTE,
+    GERMAN_TURN,
+    write_args,
+)
 from retold.adapters.crewai import CrewAIMemory, RuntimePortal
 from retold.config import Config
 from retold.models import Principal, Scope
@@ -29,22 +38,10 @@ USER = Scope("user", "u1")
 ROLE = "Planner"
 P = Principal("planner", "u1")
 
-FRENCH_TURN = "Please always answer me in French."
-FRENCH_QUOTE = "Please always answer me in French"
-FRENCH = "Prefers answers in French"
-GERMAN_TURN = "Actually, answer me in German from now on."
-GERMAN_QUOTE = "answer me in German from now on"
-GERMAN = "Prefers answers in German"
-
 
 @pytest.fixture(autouse=True)
 def _offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     keep_crewai_offline(tmp_path, monkeypatch)
-
-
-def write_args(content: str, quote: str) -> dict[str, Any]:
-    return {"type": "semantic", "content": content, "attribute": "answer_language",
-            "source_kind": "user_statement", "evidence": quote}  # fmt: skip
 
 
 def build_crew(memory: CrewAIMemory, llm: ScriptedLLM, *, use_system_prompt: bool = True) -> Crew:

@@ -37,23 +37,12 @@ from retold.policy.prompt import policy_text
 from retold.retrieve.profile import PROFILE_HEADER
 from retold.testing import FakeEmbedder, FakeJudge
 
+from .profile_script import FRENCH, FRENCH_QUOTE, FRENCH_TURN, GERMAN, GERMAN_QUOTE, GERMAN_TURN, write_args
 from .scripted import CONFIG, USER, Memory, ScriptedChatModel, call, open_memory, say, weather
 
 T = TypeVar("T")
 CTX = RetoldContext(agent_id="planner", user_id="u1")
 P = Principal("planner", "u1")
-
-FRENCH_TURN = "Please always answer me in French."
-FRENCH_QUOTE = "Please always answer me in French"
-FRENCH = "Prefers answers in French"
-GERMAN_TURN = "Actually, answer me in German from now on."
-GERMAN_QUOTE = "answer me in German from now on"
-GERMAN = "Prefers answers in German"
-
-
-def write_args(content: str, quote: str) -> dict[str, Any]:
-    return {"type": "semantic", "content": content, "attribute": "answer_language",
-            "source_kind": "user_statement", "evidence": quote}  # fmt: skip
 
 
 def system_of(messages: list[BaseMessage]) -> str:

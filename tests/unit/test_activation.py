@@ -133,14 +133,15 @@ async def test_a_policy_error_leaves_the_write_standing(
 async def test_supersession_forget_expiry_and_erasure_take_records_out_of_the_profile(world: World) -> None:
     first = await _say_and_write(world, *STANDING)
     assert "French" in await world.rt.profile(world.p)
+    world.judge.table[(STANDING[1], "Prefers answers in German")] = "contradicts"
     newer = await _say_and_write(
         world, "Actually, always answer me in German from now on.", "Prefers answers in German"
     )
     assert newer.ok and newer.activation == "ambient", newer
+    assert newer.outcome == f"superseded:{first.record_id}", newer
+    assert (await world.record(first.record_id)).status == "superseded"
     profile = await world.rt.profile(world.p)
-    if newer.record_id != first.record_id:  # the judge decides whether the new one supersedes
-        assert (await world.record(first.record_id)).status != "confirmed" or "German" in profile
-    assert "German" in profile
+    assert "German" in profile and "French" not in profile
     forgot = await world.rt.tools.call(world.p, "memory_forget", {"id": newer.record_id, "reason": "wrong"})
     assert forgot["ok"], forgot
     assert "German" not in await world.rt.profile(world.p)
