@@ -345,7 +345,7 @@ class Table:
             gold = set(item.gold)
             row = rows.get(item.search_id)
             rrf_k = int(_load(row["config_flags"])["rrf_k"]) if row else 60
-            for c in candidates(row, subjects):
+            for position, c in enumerate(candidates(row, subjects), start=1):
                 subject = subjects[c.record_id]
                 kind = "session_summary" if subject.source_kind == "session_summary" else subject.type
                 terms = c.lexical_terms if c.lexical is not None else None
@@ -368,8 +368,10 @@ class Table:
                     TYPES.index(kind),
                     c.in_context,
                     subject.event_at.astimezone(dt.UTC).date().toordinal() if subject.event_at else -1,
+                    c.in_window,
+                    position,
                 ))  # fmt: skip
-        columns = list(zip(*cols, strict=True)) if cols else [()] * 15
+        columns = list(zip(*cols, strict=True)) if cols else [()] * 17
         self.n = len(items)
         self.asks = np.asarray([logged_asks(rows.get(it.search_id)) for it in items], dtype=bool)
         self.sid = np.asarray(columns[0], dtype=np.int64)
@@ -387,6 +389,8 @@ class Table:
         self.ftype = np.asarray(columns[12], dtype=np.int64)
         self.in_context = np.asarray(columns[13], dtype=bool)
         self.day = np.asarray(columns[14], dtype=np.int64)
+        self.in_window = np.asarray(columns[15], dtype=bool)
+        self.position = np.asarray(columns[16], dtype=np.int64)  # in the search's ranking, from 1
         self.fraction = self.matched / np.maximum(self.total, 1)
 
     def without_entity(self) -> Table:
@@ -460,7 +464,8 @@ class Table:
             & (self.fraction >= floors.lexical_min_term_fraction)
             & ((self.matched >= floors.lexical_min_matched_terms) | self.precise)
         )
-        step1 = self.entity | (self.dense >= dense_floor[self.ftype]) | lexical
+        dated = self.in_window & (self.dense >= floors.window_floor)
+        step1 = self.entity | (self.dense >= dense_floor[self.ftype]) | dated | lexical
         allowed = np.ones_like(step1)
         if "session_summary" in floors.exclude_source_kinds:
             allowed = self.ftype != TYPES.index("session_summary")
@@ -468,7 +473,11 @@ class Table:
         # Context candidates beside a survivor (gate._context_passes): same search, same day.
         day_key = self.sid * 1_000_000 + self.day
         beside = np.isin(day_key, day_key[step1 & (self.day >= 0)]) & (self.day >= 0)
-        step1 |= allowed & self.in_context & beside & (self.dense >= floors.context_floor)
+        context = allowed & self.in_context & beside & (self.dense >= floors.context_floor)
+        # Companions near the top of an answered search (gate._companion_passes).
+        answered = np.bincount(self.sid[step1], minlength=self.n) > 0
+        near = self.position <= floors.companion_rank
+        step1 |= context | (allowed & answered[self.sid] & near & (self.dense >= floors.companion_floor))
         key = self.sid * 4 + self.nch
         top = np.zeros(self.n * 4)
         np.maximum.at(top, key[step1], self.score[step1])

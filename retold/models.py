@@ -432,6 +432,7 @@ class Candidate:
     rerank_score: float | None
     rank_after_rerank: int | None
     in_context: bool = False  # in the same-day context pass (retold.retrieve.context)
+    in_window: bool = False  # its event time lies in a date window the query names (time_window)
 
 
 @dataclass

@@ -136,6 +136,21 @@ _CONTEXT = (
     "still passes when a survivor shares its event day and its cosine is at least this; it can "
     "enlarge an answer, never make an empty one non-empty. 1 turns it off. In [0, 1]."
 )
+_COMPANION = (
+    "In a search that some candidate already answers (it cleared a step-1 floor), a candidate among the "
+    "first gate.companion_rank of the fused ranking that clears no floor still passes when its cosine "
+    "is at least this; it can enlarge an answer, never make an empty one non-empty. 1 turns it off. "
+    "In [0, 1]."
+)
+_WINDOW = (
+    "A candidate whose event time lies inside a date window the query names (retrieval.time_windows: "
+    '"on 4 May", "in October 2023", "last week") passes when its cosine is at least this: the '
+    "date is the query's most selective word, and the record that answers a dated question rarely "
+    "shares its other words. 1 turns it off. In [0, 1]."
+)
+_COMPANION_RANK = (
+    "How deep in the fused ranking gate.companion_floor reaches (1 = only the top candidate). Integer >= 1."
+)
 _RELATIVE = (
     "Drops survivors whose fused score is below this fraction of the strongest survivor with the same "
     "number of contributing channels; entity hits are exempt. In [0, 1]."
@@ -176,6 +191,9 @@ class AutoGateConfig(_Block):
     lexical_min_matched_terms: _PositiveInt = Field(2, description=_LEXICAL_MATCHED)
     relative_floor: _Unit = Field(0.0, description=_RELATIVE)
     context_floor: _Unit = Field(0.3, description=_CONTEXT)
+    companion_floor: _Unit = Field(0.3, description=_COMPANION)
+    window_floor: _Unit = Field(0.4, description=_WINDOW)
+    companion_rank: _PositiveInt = Field(10, description=_COMPANION_RANK)
     exclude_source_kinds: tuple[SourceKind, ...] = Field(
         ("session_summary",),
         description=(
@@ -203,6 +221,9 @@ class GateFloors:
     exclude_source_kinds: tuple[SourceKind, ...]
     query_kind: str = "any"  # "question" or "statement" for auto floors, which depend on it
     context_floor: float = 1.0  # lowest cosine for a context candidate beside a survivor
+    companion_floor: float = 1.0  # lowest cosine for a top-ranked candidate of an answered search
+    companion_rank: int = 10  # how deep in the fused ranking companion_floor reaches
+    window_floor: float = 1.0  # lowest cosine for a candidate inside the query's date window
 
     def opened(self) -> GateFloors:
         """Every relevance floor at zero, the source-kind policy kept: a search that asked for no gate."""
@@ -214,6 +235,9 @@ class GateFloors:
             exclude_source_kinds=self.exclude_source_kinds,
             query_kind=self.query_kind,
             context_floor=0.0,
+            companion_floor=0.0,
+            companion_rank=self.companion_rank,
+            window_floor=0.0,
         )
 
     def for_request(self, gate: bool) -> GateFloors:
@@ -228,6 +252,9 @@ class GateFloors:
             "lexical_min_matched_terms": self.lexical_min_matched_terms,
             "relative_floor": self.relative_floor,
             "context_floor": self.context_floor,
+            "companion_floor": self.companion_floor,
+            "companion_rank": self.companion_rank,
+            "window_floor": self.window_floor,
             "exclude_source_kinds": list(self.exclude_source_kinds),
             "query_kind": self.query_kind,  # auto floors differ for turns that ask nothing
         }
@@ -243,6 +270,9 @@ class GateConfig(_Block):
     lexical_min_matched_terms: _PositiveInt = Field(2, description=_LEXICAL_MATCHED)
     relative_floor: _Unit = Field(0.0, description=_RELATIVE)
     context_floor: _Unit = Field(0.2, description=_CONTEXT)
+    companion_floor: _Unit = Field(0.2, description=_COMPANION)
+    window_floor: _Unit = Field(0.3, description=_WINDOW)
+    companion_rank: _PositiveInt = Field(10, description=_COMPANION_RANK)
     auto: AutoGateConfig = Field(
         default_factory=AutoGateConfig,
         description="Replaces every floor above for host-issued (auto) searches.",
@@ -266,6 +296,9 @@ class GateConfig(_Block):
                 exclude_source_kinds=auto.exclude_source_kinds,
                 query_kind="question" if asks else "statement",
                 context_floor=auto.context_floor,
+                companion_floor=auto.companion_floor,
+                companion_rank=auto.companion_rank,
+                window_floor=auto.window_floor if asks else 1.0,
             )
         if trigger == "tool":
             return GateFloors(
@@ -275,6 +308,9 @@ class GateConfig(_Block):
                 relative_floor=self.relative_floor,
                 exclude_source_kinds=(),
                 context_floor=self.context_floor,
+                companion_floor=self.companion_floor,
+                companion_rank=self.companion_rank,
+                window_floor=self.window_floor,
             )
         raise ValueError(f"trigger must be 'tool' or 'auto', not {trigger!r}")
 

@@ -83,6 +83,7 @@ def assemble(
     freshness_multiplier: float | None = None,
     *,
     in_context: bool = False,
+    in_window: bool = False,
 ) -> Candidate:
     """One candidate from the generators' hits; also how a logged search is rebuilt for replay."""
     lex = lexical.get(record_id)
@@ -101,6 +102,7 @@ def assemble(
         score=rrf_score * multiplier,
         gate_reason=None,
         in_context=in_context,
+        in_window=in_window,
         rerank_score=None,
         rank_after_rerank=None,
     )

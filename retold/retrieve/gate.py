@@ -6,7 +6,10 @@ below the strongest survivor *with the same number of contributing channels*, so
 corroborated record cannot wipe out strong single-channel ones (entity hits are exempt).
 A candidate the same-day context pass found (``in_context``) that misses step 1 still
 passes when a survivor shares its event day and its cosine reaches ``context_floor``: it
-can enlarge an answer, never turn an empty one into a non-empty one.
+can enlarge an answer, never turn an empty one into a non-empty one. So can a *companion*:
+once some candidate has cleared a floor, one ranked among the first ``companion_rank`` of the
+fused list passes at a cosine of ``companion_floor`` (a floor that decides how much of an
+answer to give, not whether to answer).
 Step 3 explains an empty result by naming every floor the best candidate missed. Every
 dropped candidate carries the step and floor that dropped it, so a logged search can be
 replayed offline with other floors (:func:`replay`).
@@ -65,6 +68,9 @@ def passes_step1(candidate: Candidate, subject: GateSubject, floors: GateFloors)
         floor = floors.dense_floor.for_record(subject.type, subject.source_kind)
         if candidate.dense.score >= floor:
             return f"dense {candidate.dense.score:.2f} >= {floor:.2f} ({_floor_name(subject)})"
+        if candidate.in_window and candidate.dense.score >= floors.window_floor:
+            score, floor = candidate.dense.score, floors.window_floor
+            return f"dated: dense {score:.2f} >= {floor:.2f} inside the query's dates"
     ok, _ = _lexical_pass(candidate, floors)
     if ok:
         match = candidate.lexical_terms
@@ -114,6 +120,8 @@ def gate(
         candidate.gate_reason = passed
         survivors.append(candidate)
     rescued = _context_passes(missed, survivors, subjects, floors)
+    if survivors:
+        rescued |= _companion_passes(candidates, missed, rescued, floors)
     gated_out += [(c.record_id, c.gate_reason or "") for c in missed if c.record_id not in rescued]
     if rescued:
         kept_ids = rescued | {c.record_id for c in survivors}
@@ -164,6 +172,28 @@ def _context_passes(
             )
             rescued.add(candidate.record_id)
     return rescued
+
+
+def _companion_passes(
+    candidates: Sequence[Candidate], missed: Sequence[Candidate], rescued: set[str], floors: GateFloors
+) -> set[str]:
+    """Candidates near the top of an answered search's ranking that missed step 1: the fused
+    rank already says they belong with the answer, so a low cosine is enough to keep them."""
+    if floors.companion_floor >= 1.0:
+        return set()
+    rank = {c.record_id: i for i, c in enumerate(candidates[: floors.companion_rank], start=1)}
+    passed: set[str] = set()
+    for candidate in missed:
+        position, dense = rank.get(candidate.record_id), candidate.dense
+        if position is None or candidate.record_id in rescued or dense is None:
+            continue
+        if dense.score >= floors.companion_floor:
+            candidate.gate_reason = (
+                f"companion: fused rank {position}, dense {dense.score:.2f} >= "
+                f"{floors.companion_floor:.2f} in an answered search"
+            )
+            passed.add(candidate.record_id)
+    return passed
 
 
 def empty_reason(

@@ -44,7 +44,7 @@ def candidates_from_log(row: dict[str, Any]) -> list[Candidate]:
     }
     entity = {r[0]: (GeneratorHit(r[1], 0.0), r[2]) for r in _load(row["entity"])}
     freshness = {r[0]: r[1] for r in _load(row["freshness"])}
-    out = [  # a fused row is [id, rank, score], with a fourth 1 when the context pass found it
+    out = [  # a fused row is [id, rank, score], with flags fourth (retriever._flags)
         assemble(
             r[0],
             r[1],
@@ -53,7 +53,8 @@ def candidates_from_log(row: dict[str, Any]) -> list[Candidate]:
             lexical,
             entity,
             freshness.get(r[0]),
-            in_context=len(r) > 3 and bool(r[3]),
+            in_context=len(r) > 3 and bool(int(r[3]) & 1),
+            in_window=len(r) > 3 and bool(int(r[3]) & 2),
         )
         for r in _load(row["fused"])
     ]

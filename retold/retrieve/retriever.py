@@ -100,6 +100,7 @@ class SearchRun:
     queries: list[str] = field(default_factory=list)
     dense_queries: list[str] = field(default_factory=list)  # what the dense channel embedded
     windows: list[TimeWindow] = field(default_factory=list)  # event-time windows the query names
+    in_windows: set[str] = field(default_factory=set)  # the eligible records inside them
     qvecs: np.ndarray | None = None  # the dense query vectors, for the context pass
     # (texts, their vectors on the way): the query embedding, started as soon as its text is known
     embedding: tuple[list[str], asyncio.Future[np.ndarray]] | None = None
@@ -270,7 +271,7 @@ async def generate(services: SearchServices, run: SearchRun) -> None:
             for rid, cos in await services.dense.search(qvecs, run.eligible, k)
             if rid in run.eligible
         ]
-        inside = await in_time_windows(services, run)
+        inside = run.in_windows = await in_time_windows(services, run)
         if inside:
             windowed = [
                 (rid, cos) for rid, cos in await services.dense.search(qvecs, inside, k) if rid in inside
@@ -369,12 +370,19 @@ async def _fuse(services: SearchServices, run: SearchRun) -> list[Candidate]:
     )
     # Hard isolation invariant: nothing outside the eligible set goes any further.
     fused = [c for c in fused if c.record_id in run.eligible]
-    run.fused_log = [
-        [c.record_id, c.fused_rank, round(c.rrf_score, 6), *([1] if c.in_context else [])] for c in fused
-    ]
+    for c in fused:
+        c.in_window = c.record_id in run.in_windows
+    run.fused_log = [[c.record_id, c.fused_rank, round(c.rrf_score, 6), *_flags(c)] for c in fused]
     # Loaded during generate, but for the context pass's hits.
     await _load_facts(services, run, [c.record_id for c in fused])
     return [c for c in fused if c.record_id in run.subjects]
+
+
+def _flags(candidate: Candidate) -> list[int]:
+    """The fused log's optional fourth item: 1 = found by the context pass, 2 = inside the
+    query's date window, added; absent when neither (older logs hold only the 1)."""
+    flags = (1 if candidate.in_context else 0) | (2 if candidate.in_window else 0)
+    return [flags] if flags else []
 
 
 async def rank(services: SearchServices, run: SearchRun) -> None:

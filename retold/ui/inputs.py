@@ -101,7 +101,7 @@ def floors_of(params: Mapping[str, Any]) -> stages.Floors | None:
         if raw is None:
             continue
         try:
-            number = int(raw) if name == "lexical_min_matched_terms" else float(raw)
+            number = int(raw) if name in ("lexical_min_matched_terms", "companion_rank") else float(raw)
         except ValueError as exc:
             raise BadInput(f"{name} must be a number, got {raw!r}") from exc
         if not math.isfinite(number):

@@ -31,6 +31,9 @@ FLOOR_FIELDS: tuple[tuple[str, str], ...] = (
     ("lexical_min_matched_terms", "lexical: least matched terms"),
     ("relative_floor", "relative floor (share of the best score)"),
     ("context_floor", "context floor (cosine beside a survivor)"),
+    ("companion_floor", "companion floor (cosine near the top of an answered search)"),
+    ("companion_rank", "companion rank (how deep the companion floor reaches)"),
+    ("window_floor", "window floor (cosine inside the query's dates)"),
 )
 """The replay form's fields: ``(name, label)``; names are config keys under the trigger's gate block."""
 
@@ -55,8 +58,9 @@ def floors_form(config: Config, trigger: str) -> dict[str, float | int]:
     """The replay form's starting values: the floors this process's config gives the trigger."""
     gate = config.retrieval.gate.auto if trigger == "auto" else config.retrieval.gate
     values: dict[str, float | int] = {f"dense.{t}": getattr(gate.dense_floor, t) for t in DENSE_TYPES}
-    for name in ("lexical_min_term_fraction", "lexical_min_matched_terms", "relative_floor", "context_floor"):
-        values[name] = getattr(gate, name)
+    for name, _ in FLOOR_FIELDS:
+        if not name.startswith("dense."):
+            values[name] = getattr(gate, name)
     return values
 
 
@@ -128,9 +132,10 @@ async def search_page(
             fate, reason = "over budget", "did not fit the token budget or k"
         else:
             fate, reason = "passed", ""
-        in_context = len(item) > 3 and bool(item[3])
+        flags = int(item[3]) if len(item) > 3 and isinstance(item[3], int) else 0  # retriever._flags
         candidates.append({
-            "id": shown(rid), "rank": item[1], "score": item[2], "in_context": in_context,
+            "id": shown(rid), "rank": item[1], "score": item[2], "in_context": bool(flags & 1),
+            "in_window": bool(flags & 2),
             "dense": channels["dense"].get(rid), "lexical": channels["lexical"].get(rid),
             "entity": channels["entity"].get(rid), "freshness": freshness.get(rid),
             "fate": fate, "reason": mask(str(reason)), "facts": facts.get(rid),

@@ -105,6 +105,8 @@ def test_gate_defaults() -> None:
     assert gate.auto.relative_floor == 0.0
     assert gate.auto.exclude_source_kinds == ("session_summary",)
     assert (gate.context_floor, gate.auto.context_floor) == (0.2, 0.3)
+    assert (gate.companion_floor, gate.auto.companion_floor, gate.companion_rank) == (0.2, 0.3, 10)
+    assert (gate.window_floor, gate.auto.window_floor) == (0.3, 0.4)
     statements = gate.auto.statements  # chosen on LoCoMo's tuning half (docs/benchmarks.md)
     assert (statements.dense_offset, statements.lexical_min_term_fraction) == (0.1, 1.0)
 

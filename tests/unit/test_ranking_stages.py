@@ -28,6 +28,11 @@ SPEC = Config().override(
         "retrieval.gate.lexical_min_term_fraction": 0.5,
         "retrieval.gate.lexical_min_matched_terms": 2,
         "retrieval.gate.relative_floor": 0.5,
+        # The spec has no companion rule (retold's addition, tested on its own below).
+        "retrieval.gate.companion_floor": 1.0,
+        "retrieval.gate.auto.companion_floor": 1.0,
+        "retrieval.gate.window_floor": 1.0,
+        "retrieval.gate.auto.window_floor": 1.0,
     }
 )
 FLOORS = SPEC.retrieval.gate.floors_for("tool")
@@ -222,3 +227,43 @@ def test_a_context_candidate_passes_beside_a_survivor_of_its_day_and_never_alone
     assert gate([beside, weak], subjects, floors)[0] == []
     plain = cand("beside", dense=0.35, score=0.05)  # the same record, not found by the context pass
     assert [c.record_id for c in gate([match, plain], subjects, floors)[0]] == ["match"]
+
+
+def test_a_companion_passes_near_the_top_of_an_answered_search_and_never_alone() -> None:
+    floors = dataclasses.replace(FLOORS, companion_floor=0.3, companion_rank=3, relative_floor=0.0)
+    answer = cand("answer", dense=0.9, score=0.3)
+    signals = (("near", 0.35, 0.2), ("weak", 0.25, 0.1), ("deep", 0.38, 0.05))
+    near, weak, deep = (cand(r, dense=d, score=s) for r, d, s in signals)
+    lexical_only = cand("lexical", lex=(1, 4, ()), score=0.15)
+    subjects = dict.fromkeys(("answer", "near", "weak", "deep", "lexical"), EPI)
+    kept, out = gate([answer, near, lexical_only, weak, deep], subjects, floors)
+    assert [c.record_id for c in kept] == ["answer", "near"]
+    assert near.gate_reason == "companion: fused rank 2, dense 0.35 >= 0.30 in an answered search"
+    # weak: under the floor; deep: past companion_rank; lexical: no cosine to read.
+    assert {r for r, _ in out} == {"weak", "deep", "lexical"}
+    assert weak.gate_reason is not None and weak.gate_reason.startswith("step 1: dense 0.25 < 0.40")
+    # Nothing cleared a floor: a companion cannot make an empty answer non-empty.
+    assert gate([near, weak], subjects, floors)[0] == []
+    # 1 switches the rule off.
+    off = dataclasses.replace(floors, companion_floor=1.0)
+    assert [c.record_id for c in gate([answer, near], subjects, off)[0]] == ["answer"]
+
+
+def test_a_candidate_inside_the_querys_dates_passes_at_the_window_floor() -> None:
+    floors = dataclasses.replace(FLOORS, window_floor=0.3, relative_floor=0.0)
+    dated, undated, faint = cand("dated", dense=0.32), cand("undated", dense=0.32), cand("faint", dense=0.25)
+    dated.in_window = faint.in_window = True
+    subjects = dict.fromkeys(("dated", "undated", "faint"), EPI)
+    kept, out = gate([dated, undated, faint], subjects, floors)
+    # Unlike a companion, a dated match can answer on its own: the date is the query's own signal.
+    assert [c.record_id for c in kept] == ["dated"]
+    assert dated.gate_reason == "dated: dense 0.32 >= 0.30 inside the query's dates"
+    assert {r for r, _ in out} == {"undated", "faint"}
+    assert gate([dated], subjects, dataclasses.replace(floors, window_floor=1.0))[0] == []
+
+
+def test_the_window_floor_never_applies_to_a_turn_that_asks_nothing() -> None:
+    gate_config = Config().retrieval.gate
+    assert gate_config.floors_for("tool").window_floor == gate_config.window_floor < 1.0
+    assert gate_config.floors_for("auto").window_floor == gate_config.auto.window_floor < 1.0
+    assert gate_config.floors_for("auto", asks=False).window_floor == 1.0

@@ -9,6 +9,7 @@ from typing import Any
 import retold
 from retold.ingest.write.request import WriteRequest
 from retold.models import SearchRequest
+from retold.retrieve.replay import replay_gate
 from retold.retrieve.time_window import interleave, query_windows
 
 from .writepath import World, make_world
@@ -40,8 +41,8 @@ def test_interleave_alternates_window_first_and_keeps_each_record_once() -> None
     assert interleave(best, [], k=2) == best[:2]
 
 
-async def _dated_world(path: Any, *, enabled: bool) -> tuple[World, list[str]]:
-    config = retold.Config().override({"retrieval.time_windows": enabled})
+async def _dated_world(path: Any, *, enabled: bool, **keys: Any) -> tuple[World, list[str]]:
+    config = retold.Config().override({"retrieval.time_windows": enabled, **keys})
     world = await make_world(path, config=config)
     rt, p = world.rt, world.p
     start = datetime(2023, 1, 2, 12, tzinfo=UTC)
@@ -82,5 +83,34 @@ async def test_with_time_windows_off_the_date_is_only_words(store_location: Any)
         )
         log = await rt.store.search_log(response.search_id)
         assert log is not None and json.loads(log["request"])["time_windows"] is None
+    finally:
+        await world.rt.close()
+
+
+async def test_the_gate_passes_the_querys_dates_at_the_window_floor_and_replays_it(
+    store_location: Any,
+) -> None:
+    # Floors out of reach but the window's: only a record inside the dates can answer.
+    world, days = await _dated_world(
+        store_location("gated.sqlite"), enabled=True,
+        **{"retrieval.gate.dense_floor.episodic": 1.0, "retrieval.gate.lexical_min_term_fraction": 1.0,
+           "retrieval.gate.window_floor": 0.0, "retrieval.gate.companion_floor": 1.0,
+           "retrieval.gate.context_floor": 1.0},
+    )  # fmt: skip
+    try:
+        rt, p = world.rt, world.p
+        response = await rt.search(p, SearchRequest(queries=["What did I do on February 11, 2023?"], k=10))
+        returned = [r.record.id for r in response.results]
+        assert returned and set(returned) <= set(days[39:42])  # 11 February is day 40
+        assert all(r.explanation.gate.startswith("dated: dense ") for r in response.results)
+        log = await rt.store.search_log(response.search_id)
+        assert log is not None
+        flags = {row[0]: row[3] for row in json.loads(log["fused"]) if len(row) > 3}
+        assert {rid for rid, f in flags.items() if f & 2} == set(days[39:42])
+        replayed = await replay_gate(rt.store, response.search_id, rt.config)
+        assert replayed.kept[: len(returned)] == returned
+        # Undated, the same floors answer nothing.
+        undated = await rt.search(p, SearchRequest(queries=["What did I do on errands?"], k=10))
+        assert undated.results == []
     finally:
         await world.rt.close()
