@@ -87,6 +87,9 @@ def missed_floors(candidate: Candidate, subject: GateSubject, floors: GateFloors
         parts.append("no dense match")
     else:
         parts.append(f"dense {candidate.dense.score:.2f} < {floor:.2f} ({_floor_name(subject)})")
+        if candidate.in_window and floors.window_floor < 1.0:
+            score, window = candidate.dense.score, floors.window_floor
+            parts.append(f"dated {score:.2f} < {window:.2f} inside the query's dates")
     _, lexical_reason = _lexical_pass(candidate, floors)
     parts.append(lexical_reason or "no lexical match")
     parts.append("no entity match")
@@ -225,6 +228,9 @@ def empty_reason(
         floor = floors.dense_floor.for_record(subject.type, subject.source_kind)
         assert top.dense is not None
         parts.append(f"best dense {top.dense.score:.2f} < {floor:.2f} ({_floor_name(subject)})")
+        dated = [c.dense.score for c in dense if c.in_window and c.dense is not None]
+        if dated and floors.window_floor < 1.0:
+            parts.append(f"best dated {max(dated):.2f} < {floors.window_floor:.2f} inside the query's dates")
     else:
         parts.append("no dense match")
     lexical = [c for c in considered if c.lexical and c.lexical_terms and c.lexical_terms.total_terms]

@@ -260,6 +260,11 @@ def test_a_candidate_inside_the_querys_dates_passes_at_the_window_floor() -> Non
     assert dated.gate_reason == "dated: dense 0.32 >= 0.30 inside the query's dates"
     assert {r for r, _ in out} == {"undated", "faint"}
     assert gate([dated], subjects, dataclasses.replace(floors, window_floor=1.0))[0] == []
+    # A dated candidate under the window floor says so, in its reason and in the empty reason.
+    assert faint.gate_reason is not None and "dated 0.25 < 0.30 inside the query's dates" in faint.gate_reason
+    reason = empty_reason([faint, undated], subjects, floors, eligible=2)
+    dated_part = "best dated 0.25 < 0.30 inside the query's dates;"
+    assert reason.startswith(f"best dense 0.32 < 0.40 (episodic); {dated_part}")
 
 
 def test_the_window_floor_never_applies_to_a_turn_that_asks_nothing() -> None:
