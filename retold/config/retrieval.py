@@ -423,6 +423,24 @@ class RetrievalConfig(_Block):
             "beside a match without outranking the matches. In [0, 1]."
         ),
     )
+    neighbour_anchors: int = Field(
+        5,
+        ge=0,
+        le=50,
+        description=(
+            "Neighbours: the records written just before and after each of this many best candidates "
+            "of the first fusion (same scope, same event day, in event order) join fusion as one more "
+            "list, in the order of their anchors: the answer a turn after the question it answers. "
+            "0 turns it off. Integer from 0 to 50."
+        ),
+    )
+    neighbour_weight: _Unit = Field(
+        0.25,
+        description=(
+            "Weight of the neighbours list in fusion (the other lists count 1): a neighbour lifts a "
+            "record the query also matches, rarely one it does not. In [0, 1]."
+        ),
+    )
     time_window_max_records: _PositiveInt = Field(
         2000,
         description=(

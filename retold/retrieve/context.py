@@ -8,24 +8,29 @@ candidates become windows; the dense channel ranks the eligible records of those
 against the query, and the ``retrieval.context_k`` best join fusion as one more list at
 ``retrieval.context_weight``. They are dense hits (their cosine is real and logged with the
 rest), so the gate judges them by the same floors and a replay reproduces the search.
+
+Neighbours are the narrow form of the same idea: the records written just before and after
+each of the ``retrieval.neighbour_anchors`` best candidates (same scope, same event day, in
+event order), fused in the order of their anchors at ``retrieval.neighbour_weight``. Both
+passes read their anchors' days once (:func:`read_anchor_days`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime, time, timedelta
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from retold.models import Scope, SearchRequest
-from retold.retrieve.time_window import eligible_within
 
 if TYPE_CHECKING:
     from retold.index.dense import DenseSearch
     from retold.store import Store
 
-__all__ = ["anchor_days", "same_day_hits"]
+__all__ = ["AnchorDays", "anchor_days", "read_anchor_days", "same_day_hits"]
 
 
 def anchor_days(event_times: Iterable[datetime | None]) -> list[tuple[datetime, datetime]]:
@@ -37,28 +42,70 @@ def anchor_days(event_times: Iterable[datetime | None]) -> list[tuple[datetime, 
     return [(day, day + timedelta(days=1)) for day in days]
 
 
-async def same_day_hits(
+@dataclass(frozen=True)
+class AnchorDays:
+    """The eligible records of the anchors' days, in event order per scope and day: what both
+    passes read, fetched once."""
+
+    sequences: dict[tuple[Scope, date], list[str]]
+
+    def on(self, days: Sequence[tuple[datetime, datetime]]) -> set[str]:
+        """The records of ``days`` (a subset of the days this was read for)."""
+        wanted = {start.date() for start, _ in days}
+        return {rid for (_, day), ids in self.sequences.items() if day in wanted for rid in ids}
+
+    def neighbours(self, anchors: Sequence[str]) -> list[str]:
+        """For each anchor in order: the record just after it and the one just before it in its
+        scope's day, each once and never an anchor itself."""
+        position = {rid: (seq, i) for seq in self.sequences.values() for i, rid in enumerate(seq)}
+        skip, out = set(anchors), []
+        for rid in anchors:
+            if rid in position:
+                sequence, i = position[rid]
+                for j in (i + 1, i - 1):
+                    if 0 <= j < len(sequence) and sequence[j] not in skip and sequence[j] not in out:
+                        out.append(sequence[j])
+        return out
+
+
+async def read_anchor_days(
     store: Store,
-    dense: DenseSearch,
-    qvecs: np.ndarray,
-    *,
     days: Sequence[tuple[datetime, datetime]],
+    *,
     scopes: list[Scope],
     eligible: set[str],
     request: SearchRequest,
     now: datetime,
     exclude_source_kinds: tuple[str, ...],
-    skip: set[str],
-    k: int,
     max_records: int,
-) -> list[tuple[str, float]]:
-    """The ``k`` eligible records of ``days`` closest to the query, but ``skip`` (best first);
-    nothing when those days hold more than ``max_records`` (a day that busy is no context)."""
-    inside = await eligible_within(
-        store, days, scopes=scopes, eligible=eligible, request=request, now=now,
-        exclude_source_kinds=exclude_source_kinds, max_records=max_records,
+) -> AnchorDays | None:
+    """The eligible records of ``days`` (inside the request's own since/until), or None when
+    those days hold more than ``max_records``: a day that busy (a bulk import written with one
+    event time) says nothing about what belongs together, and has no order worth reading."""
+    bounded: list[tuple[datetime, datetime]] = []
+    for start, end in days:
+        since = max(start, request.since) if request.since else start
+        until = min(end, request.until) if request.until else end
+        if since < until:
+            bounded.append((since, until))
+    rows = await store.eligible_sequence_upto(
+        scopes, bounded, now=now, cap=max_records, types=request.types,
+        include_history=request.include_history, exclude_source_kinds=exclude_source_kinds,
     )  # fmt: skip
-    inside -= skip
+    if rows is None:
+        return None
+    sequences: dict[tuple[Scope, date], list[str]] = {}
+    for rid, scope, at in rows:
+        if rid in eligible:
+            sequences.setdefault((scope, at.astimezone(UTC).date()), []).append(rid)
+    return AnchorDays(sequences)
+
+
+async def same_day_hits(
+    dense: DenseSearch, qvecs: np.ndarray, inside: set[str], *, skip: set[str], k: int
+) -> list[tuple[str, float]]:
+    """The ``k`` records of ``inside`` closest to the query, but ``skip`` (best first)."""
+    inside = inside - skip
     if not inside:
         return []
     return [(rid, cos) for rid, cos in await dense.search(qvecs, inside, k) if rid in inside]

@@ -36,21 +36,26 @@ def fuse(
     k: int,
     context: Sequence[tuple[str, float]] = (),
     context_weight: float = 1.0,
+    neighbours: Sequence[tuple[str, float]] = (),
+    neighbour_weight: float = 1.0,
 ) -> list[Candidate]:
     """Candidates carrying every generator's rank and score, ordered by fused score.
 
     ``dense`` is ``(record_id, cosine)`` best first; ``lexical`` is ``(record_id, bm25,
     match)`` best first; ``entity`` is ``(record_id, entity_id)`` best first. ``context`` is
     the dense channel's second pass (:mod:`retold.retrieve.context`), fused as a list of its
-    own at ``context_weight``; its records not already dense hits carry dense ranks after them.
+    own at ``context_weight``, and ``neighbours`` (the records beside the best matches, in
+    the order of the matches) at ``neighbour_weight``; their records not already dense hits
+    carry dense ranks after them, context first (as the search log writes them).
     """
     scores = rrf(
-        [[d[0] for d in dense], [x[0] for x in lexical], [e[0] for e in entity], [c[0] for c in context]],
+        [[d[0] for d in dense], [x[0] for x in lexical], [e[0] for e in entity], [c[0] for c in context],
+         [n[0] for n in neighbours]],
         k,
-        [1.0, 1.0, 1.0, context_weight],
-    )
+        [1.0, 1.0, 1.0, context_weight, neighbour_weight],
+    )  # fmt: skip
     dense_hits = {rid: GeneratorHit(rank, cos) for rank, (rid, cos) in enumerate(dense, start=1)}
-    for rid, cos in context:
+    for rid, cos in (*context, *neighbours):
         dense_hits.setdefault(rid, GeneratorHit(len(dense_hits) + 1, cos))
     lexical_hits = {
         rid: (GeneratorHit(rank, bm25), m) for rank, (rid, bm25, m) in enumerate(lexical, start=1)
@@ -63,7 +68,7 @@ def fuse(
         return min(ranks)
 
     ordered = sorted(scores, key=lambda rid: (-scores[rid], best_rank(rid), rid))
-    in_context = {c[0] for c in context}
+    in_context = {c[0] for c in (*context, *neighbours)}
     return [
         assemble(rid, rank, scores[rid], dense_hits, lexical_hits, entity_hits, in_context=rid in in_context)
         for rank, rid in enumerate(ordered, start=1)

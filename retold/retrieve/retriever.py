@@ -35,7 +35,7 @@ from retold.models import (
 )
 from retold.policy.grants import readable_scopes
 from retold.retrieve.budget import fill_budget
-from retold.retrieve.context import anchor_days, same_day_hits
+from retold.retrieve.context import anchor_days, read_anchor_days, same_day_hits
 from retold.retrieve.dedup import collapse_duplicates
 from retold.retrieve.entity_search import QueryEntities, alias_candidates, entity_search, selective_aliases
 from retold.retrieve.explain import build_explanation
@@ -106,6 +106,7 @@ class SearchRun:
     embedding: tuple[list[str], asyncio.Future[np.ndarray]] | None = None
     floors: GateFloors | None = None  # set once by run_floors
     context: list[tuple[str, float]] = field(default_factory=list)  # the same-day context hits
+    neighbours: list[tuple[str, float]] = field(default_factory=list)  # beside the best matches
     rewrite_status: str = "disabled"
     scopes: list[Scope] = field(default_factory=list)
     eligible: set[str] = field(default_factory=set)
@@ -367,6 +368,8 @@ async def _fuse(services: SearchServices, run: SearchRun) -> list[Candidate]:
         cfg.rrf_k,
         context=run.context,
         context_weight=cfg.context_weight,
+        neighbours=run.neighbours,
+        neighbour_weight=cfg.neighbour_weight,
     )
     # Hard isolation invariant: nothing outside the eligible set goes any further.
     fused = [c for c in fused if c.record_id in run.eligible]
@@ -385,24 +388,42 @@ def _flags(candidate: Candidate) -> list[int]:
     return [flags] if flags else []
 
 
+async def _beside_the_best(services: SearchServices, run: SearchRun, fused: list[Candidate]) -> bool:
+    """The same-day context pass and the neighbours of the first fusion's best candidates
+    (retold.retrieve.context), over one read of their days; True when either found something."""
+    cfg = services.config.retrieval
+    assert run.qvecs is not None
+    context = fused[: cfg.context_anchors] if cfg.context_k else []
+    near = fused[: cfg.neighbour_anchors]
+    anchors = context if len(context) > len(near) else near
+    if not anchors:
+        return False
+    days = await read_anchor_days(
+        services.store, anchor_days(run.subjects[c.record_id].event_at for c in anchors), scopes=run.scopes,
+        eligible=run.eligible, request=run.request, now=run.started_at or services.clock.now(),
+        exclude_source_kinds=run_floors(services.config, run).exclude_source_kinds,
+        max_records=cfg.context_max_records,
+    )  # fmt: skip
+    if days is None:
+        return False
+    if context:
+        inside = days.on(anchor_days(run.subjects[c.record_id].event_at for c in context))
+        skip = {c.record_id for c in context}
+        run.context = await same_day_hits(services.dense, run.qvecs, inside, skip=skip, k=cfg.context_k)
+    ids = days.neighbours([c.record_id for c in near])
+    if ids:  # their real cosines, so the gate and the log treat them as dense hits
+        cosine = dict(await services.dense.search(run.qvecs, set(ids), len(ids)))
+        run.neighbours = [(rid, cosine[rid]) for rid in ids if rid in cosine]
+    return bool(run.context or run.neighbours)
+
+
 async def rank(services: SearchServices, run: SearchRun) -> None:
     """Fuse, enforce the isolation invariant, then freshness."""
     cfg = services.config.retrieval
     t = time.perf_counter()
     fused = await _fuse(services, run)
-    if cfg.context_anchors and cfg.context_k and run.qvecs is not None and fused:
-        # Same-day context (retold.retrieve.context): a second dense pass over the days of the
-        # best candidates, fused as one more list; then fuse again.
-        anchors = fused[: cfg.context_anchors]
-        days = anchor_days(run.subjects[c.record_id].event_at for c in anchors)
-        run.context = await same_day_hits(
-            services.store, services.dense, run.qvecs, days=days, scopes=run.scopes, eligible=run.eligible,
-            request=run.request, now=run.started_at or services.clock.now(),
-            exclude_source_kinds=run_floors(services.config, run).exclude_source_kinds,
-            skip={c.record_id for c in anchors}, k=cfg.context_k, max_records=cfg.context_max_records,
-        )  # fmt: skip
-        if run.context:
-            fused = await _fuse(services, run)
+    if run.qvecs is not None and fused and await _beside_the_best(services, run, fused):
+        fused = await _fuse(services, run)  # again, with the context and neighbour lists
     t = run.mark("fuse", t)
     run.timings["fuse"] = round(run.timings["fuse"] + run.prefetch_ms, 3)  # loads done during generate
     skip = run.request.since is not None or run.request.until is not None

@@ -35,8 +35,12 @@ def log_row(
     explanations: list[Any] = [r.explanation for r in results]  # encoded field by field
     if reason is not None:
         explanations.append({"empty_reason": reason})
-    dense_ids = {rid for rid, _ in run.dense}
-    context_only = [(rid, cos) for rid, cos in run.context if rid not in dense_ids]
+    seen = {rid for rid, _ in run.dense}
+    context_only = []  # in fusion.fuse's order: the context pass, then the neighbours
+    for rid, cos in (*run.context, *run.neighbours):
+        if rid not in seen:
+            seen.add(rid)
+            context_only.append((rid, cos))
     return {
         "id": run.search_id,
         "at": run.started_at,

@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 from retold.models import ACTIVE_STATUSES, Scope
 from retold.store.rows import scope_clause
-from retold.util import format_ts
+from retold.util import format_ts, parse_ts
 
 if TYPE_CHECKING:
     from retold.store.database import Database
@@ -260,6 +260,60 @@ class EligibleMixin:
     ) -> list[str] | None:
         """:meth:`eligible_ids` for a set the caller wants only while it is small: the ids, or
         None once more than ``cap`` match (one bounded query either way, never the whole set)."""
+        rows = await self._eligible_upto(
+            "r.id", "", scopes, now=now, cap=cap, types=types, since=since, until=until,
+            include_history=include_history, exclude_source_kinds=exclude_source_kinds,
+        )  # fmt: skip
+        return None if rows is None else [row[0] for row in rows]
+
+    async def eligible_sequence_upto(
+        self,
+        scopes: Sequence[Scope],
+        windows: Sequence[tuple[datetime, datetime]],
+        *,
+        now: datetime,
+        cap: int,
+        types: Sequence[str] | None = None,
+        include_history: bool = False,
+        exclude_source_kinds: Sequence[str] = (),
+    ) -> list[tuple[str, Scope, datetime]] | None:
+        """The eligible records with an event time in any ``[start, end)`` window, in the order
+        they happened: ``(id, scope, event_at)`` by event time, then id (UUIDv7: creation order,
+        so turns written together with one event time keep their order). None once more than
+        ``cap`` match; one bounded query either way."""
+        if not windows:
+            return []
+        within = " OR ".join("(r.event_at >= ? AND r.event_at < ?)" for _ in windows)
+        rows = await self._eligible_upto(
+            "r.id, r.scope_kind, r.scope_id, r.event_at", f" AND ({within})", scopes, now=now, cap=cap,
+            types=types, since=None, until=None, include_history=include_history,
+            exclude_source_kinds=exclude_source_kinds,
+            extra=[format_ts(t) for window in windows for t in window],
+        )  # fmt: skip
+        if rows is None:
+            return None
+        # Sorted here, not in SQL: LIMIT then stops the scan at cap + 1 rows on a busy day
+        # instead of sorting every record of it first.
+        out = [(str(r[0]), Scope(r[1], r[2]), _as_datetime(r[3])) for r in rows]
+        return sorted(out, key=lambda row: (row[2], row[0]))
+
+    async def _eligible_upto(
+        self,
+        columns: str,
+        tail: str,
+        scopes: Sequence[Scope],
+        *,
+        now: datetime,
+        cap: int,
+        types: Sequence[str] | None,
+        since: datetime | None,
+        until: datetime | None,
+        include_history: bool,
+        exclude_source_kinds: Sequence[str],
+        extra: Sequence[Any] = (),
+    ) -> list[Any] | None:
+        """``columns`` of the eligible records (``tail`` appended to the filter with ``extra``
+        parameters), or None once more than ``cap`` match."""
         if not scopes:
             return []
         where, params = eligible_where(
@@ -269,10 +323,10 @@ class EligibleMixin:
         if not include_history:
             where += _UNEXPIRED
             params.append(format_ts(now))
-        ids = await self.db.fetch_column(
-            f"SELECT r.id FROM records r WHERE {where} LIMIT ?", [*params, cap + 1]
+        rows = await self.db.fetchall(
+            f"SELECT {columns} FROM records r WHERE {where}{tail} LIMIT ?", [*params, *extra, cap + 1]
         )
-        return None if len(ids) > cap else ids
+        return None if len(rows) > cap else list(rows)
 
     async def _cached_eligible(
         self, base: str, base_params: list[Any], include_history: bool, now: datetime
@@ -347,3 +401,10 @@ class EligibleMixin:
                 leaving.append(rid)
         ids = entry.ids.changed(entering, leaving) if entering or leaving else entry.ids
         return CachedEligible(version, entry.filled_at, valid_until, ids)
+
+
+def _as_datetime(value: datetime | str) -> datetime:
+    """A stored timestamp as an aware UTC datetime, whichever type the backend returned."""
+    parsed = value if isinstance(value, datetime) else parse_ts(value)
+    assert parsed is not None
+    return parsed.astimezone(UTC) if parsed.tzinfo else parsed.replace(tzinfo=UTC)

@@ -9,7 +9,7 @@ from typing import Any
 import retold
 from retold.ingest.write.request import WriteRequest
 from retold.models import SearchRequest
-from retold.retrieve.context import anchor_days
+from retold.retrieve.context import anchor_days, read_anchor_days
 from retold.retrieve.fusion import fuse
 from retold.retrieve.replay import replay_gate
 
@@ -34,8 +34,22 @@ def test_context_hits_fuse_at_their_weight_and_rank_after_the_dense_list() -> No
     assert by_id["b"].dense is not None and by_id["b"].dense.rank == 2  # after the dense list's own
 
 
-async def _diary(path: Any, *, anchors: int) -> tuple[World, dict[str, str]]:
-    config = retold.Config().override({"retrieval.per_generator_k": 5, "retrieval.context_anchors": anchors})
+def test_neighbours_fuse_at_their_weight_in_anchor_order_after_the_context_hits() -> None:
+    fused = fuse(
+        [("a", 0.9)], [], [], 10, context=[("b", 0.2)], context_weight=0.5,
+        neighbours=[("n", 0.1), ("b", 0.2)], neighbour_weight=0.25,
+    )  # fmt: skip
+    by_id = {c.record_id: c for c in fused}
+    assert by_id["n"].rrf_score == 0.25 / 11 and by_id["b"].rrf_score == 0.5 / 11 + 0.25 / 12
+    assert by_id["b"].dense.rank == 2 and by_id["n"].dense.rank == 3  # type: ignore[union-attr]
+    assert by_id["n"].in_context and not by_id["a"].in_context
+
+
+async def _diary(path: Any, *, anchors: int, neighbours: int = 0) -> tuple[World, dict[str, str]]:
+    config = retold.Config().override({
+        "retrieval.per_generator_k": 5, "retrieval.context_anchors": anchors,
+        "retrieval.neighbour_anchors": neighbours,
+    })  # fmt: skip
     world = await make_world(path, config=config)
     rt, p = world.rt, world.p
     ids: dict[str, str] = {}
@@ -78,5 +92,61 @@ async def test_with_no_anchors_the_dense_list_is_the_channels_own(store_location
         response = await rt.search(p, SearchRequest(queries=["Where did we hike up Ben Nevis?"], gate=False))
         log = await rt.store.search_log(response.search_id)
         assert log is not None and len(json.loads(log["dense"])) == 5
+    finally:
+        await world.rt.close()
+
+
+async def test_neighbours_are_the_records_beside_an_anchor_in_its_scope_and_day(store_location: Any) -> None:
+    world, ids = await _diary(store_location("neighbours.sqlite"), anchors=0)
+    try:
+        rt, p = world.rt, world.p
+        other = await rt.host.ingest(p, WriteRequest(  # the same day, another scope: never adjacent
+            type="episodic", content="Agent note about the trip.", scope=p.private_scope,
+            source_kind="agent_inference", event_at=START + timedelta(days=20, hours=1), trusted=True,
+        ))  # fmt: skip
+        assert other.ok, other
+        hike, before = ids["We hiked up Ben Nevis in the fog."], ids["Errands and chores, list 20."]
+        fish = ids["Fish and chips afterwards in Fort William."]
+        everything = set(ids.values()) | {str(other.record_id)}
+        scopes = [p.user_scope, p.private_scope]
+
+        async def around(anchor_ids: list[str], eligible: set[str], max_records: int = 300) -> list[str]:
+            days = await read_anchor_days(
+                rt.store, anchor_days([START + timedelta(days=20)]), scopes=scopes, eligible=eligible,
+                request=SearchRequest(queries=["q"]), now=START + timedelta(days=40), exclude_source_kinds=(),
+                max_records=max_records,
+            )  # fmt: skip
+            return [] if days is None else days.neighbours(anchor_ids)
+
+        assert await around([hike], everything) == [fish, before]  # after first, then before
+        assert await around([fish], everything) == [hike]  # the day's last record of its scope
+        assert await around([hike, fish], everything) == [before]  # never an anchor itself
+        assert await around([hike], everything - {fish}) == [before]  # only what the caller may read
+        assert await around([hike], everything, max_records=2) == []  # a day that busy gives none
+        one_day = await read_anchor_days(
+            rt.store, anchor_days([START + timedelta(days=20)]), scopes=[p.user_scope], eligible=everything,
+            request=SearchRequest(queries=["q"]), now=START + timedelta(days=40), exclude_source_kinds=(),
+            max_records=300,
+        )  # fmt: skip
+        assert one_day is not None
+        assert one_day.on(anchor_days([START + timedelta(days=20)])) == {before, hike, fish}
+    finally:
+        await world.rt.close()
+
+
+async def test_a_search_fuses_the_neighbours_of_its_best_match_and_logs_them(store_location: Any) -> None:
+    world, ids = await _diary(store_location("fused.sqlite"), anchors=0, neighbours=1)
+    try:
+        rt, p = world.rt, world.p
+        response = await rt.search(p, SearchRequest(queries=["Where did we hike up Ben Nevis?"], gate=False))
+        log = await rt.store.search_log(response.search_id)
+        assert log is not None
+        fused = {row[0]: row for row in json.loads(log["fused"])}
+        fish = ids["Fish and chips afterwards in Fort William."]
+        assert fish in fused and len(fused[fish]) > 3 and fused[fish][3] & 1  # flagged as context
+        assert fish in {row[0] for row in json.loads(log["dense"])}  # with its real cosine
+        gated = await rt.search(p, SearchRequest(queries=["Where did we hike up Ben Nevis?"]))
+        replayed = await replay_gate(rt.store, gated.search_id, rt.config)
+        assert [r.record.id for r in gated.results] == replayed.kept[: len(gated.results)]
     finally:
         await world.rt.close()

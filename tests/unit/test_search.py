@@ -125,7 +125,9 @@ async def test_an_empty_result_names_the_missed_floors(world: World) -> None:
 async def test_dense_union_is_capped_after_taking_each_records_best_score(tmp_path: Path) -> None:
     world = await make_world(
         tmp_path / "m.sqlite",
-        config=Config().override({"retrieval.per_generator_k": 3, "retrieval.context_anchors": 0}),
+        config=Config().override(
+            {"retrieval.per_generator_k": 3, "retrieval.context_anchors": 0, "retrieval.neighbour_anchors": 0}
+        ),
     )
     try:
         for i in range(6):
