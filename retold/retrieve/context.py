@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from retold.models import Scope, SearchRequest
+from retold.retrieve.time_window import within_request
 
 if TYPE_CHECKING:
     from retold.index.dense import DenseSearch
@@ -82,14 +83,8 @@ async def read_anchor_days(
     """The eligible records of ``days`` (inside the request's own since/until), or None when
     those days hold more than ``max_records``: a day that busy (a bulk import written with one
     event time) says nothing about what belongs together, and has no order worth reading."""
-    bounded: list[tuple[datetime, datetime]] = []
-    for start, end in days:
-        since = max(start, request.since) if request.since else start
-        until = min(end, request.until) if request.until else end
-        if since < until:
-            bounded.append((since, until))
     rows = await store.eligible_sequence_upto(
-        scopes, bounded, now=now, cap=max_records, types=request.types,
+        scopes, within_request(days, request), now=now, cap=max_records, types=request.types,
         include_history=request.include_history, exclude_source_kinds=exclude_source_kinds,
     )  # fmt: skip
     if rows is None:

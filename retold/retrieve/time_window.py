@@ -24,7 +24,7 @@ from retold.models import Scope, SearchRequest
 if TYPE_CHECKING:
     from retold.store import Store
 
-__all__ = ["TimeWindow", "eligible_within", "interleave", "query_windows"]
+__all__ = ["TimeWindow", "eligible_within", "interleave", "query_windows", "within_request"]
 
 
 @dataclass(frozen=True)
@@ -86,6 +86,19 @@ def interleave(
     return out[:k]
 
 
+def within_request(
+    windows: Sequence[tuple[datetime, datetime]], request: SearchRequest
+) -> list[tuple[datetime, datetime]]:
+    """The windows cut to the request's own since/until; a window left empty is dropped."""
+    bounded: list[tuple[datetime, datetime]] = []
+    for start, end in windows:
+        since = max(start, request.since) if request.since else start
+        until = min(end, request.until) if request.until else end
+        if since < until:
+            bounded.append((since, until))
+    return bounded
+
+
 async def eligible_within(
     store: Store,
     windows: Sequence[tuple[datetime, datetime]],
@@ -103,14 +116,8 @@ async def eligible_within(
     Empty when the windows hold more than ``max_records``: a preference for most of a large
     store is no preference, and the pass over it would cost the search more than it gives.
     """
-    bounded: list[tuple[datetime, datetime]] = []
-    for start, end in windows:
-        since = max(start, request.since) if request.since else start
-        until = min(end, request.until) if request.until else end
-        if since < until:
-            bounded.append((since, until))
     inside: set[str] = set()
-    for since, until in bounded:
+    for since, until in within_request(windows, request):
         ids = await store.eligible_ids_upto(
             scopes, now=now, cap=max_records - len(inside), types=request.types, since=since, until=until,
             include_history=request.include_history, exclude_source_kinds=exclude_source_kinds,
