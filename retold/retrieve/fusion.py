@@ -13,7 +13,23 @@ from typing import Any
 
 from retold.models import Candidate, GeneratorHit, LexicalMatch
 
-__all__ = ["assemble", "fuse", "rrf"]
+__all__ = ["assemble", "fuse", "logged_flags", "read_flags", "rrf"]
+
+
+CONTEXT_FLAG, WINDOW_FLAG = 1, 2  # bits of a fused log row's optional fourth item
+
+
+def logged_flags(candidate: Candidate) -> list[int]:
+    """A fused log row's optional fourth item: found by the context pass (or a neighbour), inside
+    the query's date window; absent when neither (logs before date windows hold only the 1)."""
+    flags = (CONTEXT_FLAG if candidate.in_context else 0) | (WINDOW_FLAG if candidate.in_window else 0)
+    return [flags] if flags else []
+
+
+def read_flags(row: Sequence[Any]) -> tuple[bool, bool]:
+    """``(in_context, in_window)`` from a logged fused row; anything but an int reads as neither."""
+    flags = row[3] if len(row) > 3 and isinstance(row[3], int) else 0
+    return bool(flags & CONTEXT_FLAG), bool(flags & WINDOW_FLAG)
 
 
 def rrf(

@@ -15,7 +15,7 @@ from typing import Any
 from retold.config import Config
 from retold.errors import NotFoundError
 from retold.models import Candidate, GeneratorHit, LexicalMatch, LexicalTerm
-from retold.retrieve.fusion import assemble
+from retold.retrieve.fusion import assemble, read_flags
 from retold.retrieve.gate import GateSubject, empty_reason, gate
 from retold.store import Store
 
@@ -44,20 +44,13 @@ def candidates_from_log(row: dict[str, Any]) -> list[Candidate]:
     }
     entity = {r[0]: (GeneratorHit(r[1], 0.0), r[2]) for r in _load(row["entity"])}
     freshness = {r[0]: r[1] for r in _load(row["freshness"])}
-    out = [  # a fused row is [id, rank, score], with flags fourth (retriever._flags)
-        assemble(
-            r[0],
-            r[1],
-            r[2],
-            dense,
-            lexical,
-            entity,
-            freshness.get(r[0]),
-            in_context=len(r) > 3 and bool(int(r[3]) & 1),
-            in_window=len(r) > 3 and bool(int(r[3]) & 2),
-        )
-        for r in _load(row["fused"])
-    ]
+    out = []
+    for r in _load(row["fused"]):  # [id, rank, score], with flags fourth (fusion.logged_flags)
+        in_context, in_window = read_flags(r)
+        out.append(assemble(
+            r[0], r[1], r[2], dense, lexical, entity, freshness.get(r[0]),
+            in_context=in_context, in_window=in_window,
+        ))  # fmt: skip
     return sorted(out, key=lambda c: (-c.score, c.fused_rank))
 
 

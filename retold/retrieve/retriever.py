@@ -40,7 +40,7 @@ from retold.retrieve.dedup import collapse_duplicates
 from retold.retrieve.entity_search import QueryEntities, alias_candidates, entity_search, selective_aliases
 from retold.retrieve.explain import build_explanation
 from retold.retrieve.freshness import apply_freshness
-from retold.retrieve.fusion import fuse
+from retold.retrieve.fusion import fuse, logged_flags
 from retold.retrieve.gate import GateSubject, empty_reason, gate
 from retold.retrieve.lexical import lexical_search
 from retold.retrieve.query_focus import without_mentions
@@ -375,17 +375,10 @@ async def _fuse(services: SearchServices, run: SearchRun) -> list[Candidate]:
     fused = [c for c in fused if c.record_id in run.eligible]
     for c in fused:
         c.in_window = c.record_id in run.in_windows
-    run.fused_log = [[c.record_id, c.fused_rank, round(c.rrf_score, 6), *_flags(c)] for c in fused]
+    run.fused_log = [[c.record_id, c.fused_rank, round(c.rrf_score, 6), *logged_flags(c)] for c in fused]
     # Loaded during generate, but for the context pass's hits.
     await _load_facts(services, run, [c.record_id for c in fused])
     return [c for c in fused if c.record_id in run.subjects]
-
-
-def _flags(candidate: Candidate) -> list[int]:
-    """The fused log's optional fourth item: 1 = found by the context pass, 2 = inside the
-    query's date window, added; absent when neither (older logs hold only the 1)."""
-    flags = (1 if candidate.in_context else 0) | (2 if candidate.in_window else 0)
-    return [flags] if flags else []
 
 
 async def _beside_the_best(services: SearchServices, run: SearchRun, fused: list[Candidate]) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from itertools import chain
 from typing import TYPE_CHECKING, Any
 
@@ -294,7 +294,7 @@ class EligibleMixin:
             return None
         # Sorted here, not in SQL: LIMIT then stops the scan at cap + 1 rows on a busy day
         # instead of sorting every record of it first.
-        out = [(str(r[0]), Scope(r[1], r[2]), _as_datetime(r[3])) for r in rows]
+        out = [(str(r[0]), Scope(r[1], r[2]), parse_ts(r[3])) for r in rows]  # type: ignore[misc]
         return sorted(out, key=lambda row: (row[2], row[0]))
 
     async def _eligible_upto(
@@ -401,10 +401,3 @@ class EligibleMixin:
                 leaving.append(rid)
         ids = entry.ids.changed(entering, leaving) if entering or leaving else entry.ids
         return CachedEligible(version, entry.filled_at, valid_until, ids)
-
-
-def _as_datetime(value: datetime | str) -> datetime:
-    """A stored timestamp as an aware UTC datetime, whichever type the backend returned."""
-    parsed = value if isinstance(value, datetime) else parse_ts(value)
-    assert parsed is not None
-    return parsed.astimezone(UTC) if parsed.tzinfo else parsed.replace(tzinfo=UTC)

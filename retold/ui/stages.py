@@ -17,6 +17,7 @@ from typing import Any
 from retold.config import Config
 from retold.errors import NotFoundError
 from retold.models import RECORD_TYPES, Principal, SearchRequest
+from retold.retrieve.fusion import read_flags
 from retold.retrieve.replay import replay_gate
 from retold.store import Store
 from retold.ui import plots
@@ -132,10 +133,10 @@ async def search_page(
             fate, reason = "over budget", "did not fit the token budget or k"
         else:
             fate, reason = "passed", ""
-        flags = int(item[3]) if len(item) > 3 and isinstance(item[3], int) else 0  # retriever._flags
+        in_context, in_window = read_flags(item)
         candidates.append({
-            "id": shown(rid), "rank": item[1], "score": item[2], "in_context": bool(flags & 1),
-            "in_window": bool(flags & 2),
+            "id": shown(rid), "rank": item[1], "score": item[2], "in_context": in_context,
+            "in_window": in_window,
             "dense": channels["dense"].get(rid), "lexical": channels["lexical"].get(rid),
             "entity": channels["entity"].get(rid), "freshness": freshness.get(rid),
             "fate": fate, "reason": mask(str(reason)), "facts": facts.get(rid),
