@@ -79,7 +79,7 @@ import retold  # noqa: E402
 from retold.config import Config, DenseFloors, GateFloors  # noqa: E402
 from retold.models import Candidate, Principal, SearchRequest  # noqa: E402
 from retold.retrieve.freshness import freshness_multiplier  # noqa: E402
-from retold.retrieve.gate import GateSubject, gate  # noqa: E402
+from retold.retrieve.gate import STANDOUT_MIN_MATCHES, GateSubject, gate  # noqa: E402
 from retold.retrieve.replay import candidates_from_log, replay_gate  # noqa: E402
 from retold.util import normalize_alias  # noqa: E402
 
@@ -392,6 +392,13 @@ class Table:
         self.in_window = np.asarray(columns[15], dtype=bool)
         self.position = np.asarray(columns[16], dtype=np.int64)  # in the search's ranking, from 1
         self.fraction = self.matched / np.maximum(self.total, 1)
+        # Per search: what a standout stands out from (gate.dense_reference), NaN when nothing.
+        self.reference = np.full(self.n, np.nan)
+        channel = self.dense > -np.inf
+        for s in np.unique(self.sid[channel]):
+            scores = np.sort(self.dense[channel & (self.sid == s)])[::-1]
+            if len(scores) >= STANDOUT_MIN_MATCHES:
+                self.reference[s] = scores[1:].mean()
 
     def without_entity(self) -> Table:
         """A diagnostic copy as if the entity channel had not run (what the floors alone decide)."""
@@ -465,7 +472,12 @@ class Table:
             & ((self.matched >= floors.lexical_min_matched_terms) | self.precise)
         )
         dated = self.in_window & (self.dense >= floors.window_floor)
-        step1 = self.entity | (self.dense >= dense_floor[self.ftype]) | dated | lexical
+        reference = self.reference[self.sid]
+        standout = (
+            (floors.standout_floor < 1.0) & ~np.isnan(reference) & (self.dense >= floors.standout_floor)
+            & (self.dense - np.nan_to_num(reference, nan=np.inf) >= floors.standout_margin)
+        )  # fmt: skip
+        step1 = self.entity | (self.dense >= dense_floor[self.ftype]) | dated | standout | lexical
         allowed = np.ones_like(step1)
         if "session_summary" in floors.exclude_source_kinds:
             allowed = self.ftype != TYPES.index("session_summary")

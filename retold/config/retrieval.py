@@ -151,6 +151,15 @@ _WINDOW = (
 _COMPANION_RANK = (
     "How deep in the fused ranking gate.companion_floor reaches (1 = only the top candidate). Integer >= 1."
 )
+_STANDOUT = (
+    "A dense match stands out, and passes, when its cosine is at least this and lies "
+    "gate.standout_margin above the mean of the search's other dense matches (with at least 10 of "
+    "them): a floor relative to the query's own scores, which holds where an absolute floor set on "
+    "short turns does not (long records score lower cosines on every query). 1 turns it off. In [0, 1]."
+)
+_STANDOUT_MARGIN = (
+    "How far above the mean of the search's other dense matches a standout's cosine must lie. In [0, 1]."
+)
 _RELATIVE = (
     "Drops survivors whose fused score is below this fraction of the strongest survivor with the same "
     "number of contributing channels; entity hits are exempt. In [0, 1]."
@@ -194,6 +203,8 @@ class AutoGateConfig(_Block):
     companion_floor: _Unit = Field(0.3, description=_COMPANION)
     window_floor: _Unit = Field(0.4, description=_WINDOW)
     companion_rank: _PositiveInt = Field(10, description=_COMPANION_RANK)
+    standout_floor: _Unit = Field(0.4, description=_STANDOUT)
+    standout_margin: _Unit = Field(0.25, description=_STANDOUT_MARGIN)
     exclude_source_kinds: tuple[SourceKind, ...] = Field(
         ("session_summary",),
         description=(
@@ -224,6 +235,8 @@ class GateFloors:
     companion_floor: float = 1.0  # lowest cosine for a top-ranked candidate of an answered search
     companion_rank: int = 10  # how deep in the fused ranking companion_floor reaches
     window_floor: float = 1.0  # lowest cosine for a candidate inside the query's date window
+    standout_floor: float = 1.0  # lowest cosine for a match that stands out of the search's others
+    standout_margin: float = 1.0  # how far above the mean of the other dense matches
 
     def opened(self) -> GateFloors:
         """Every relevance floor at zero, the source-kind policy kept: a search that asked for no gate."""
@@ -238,6 +251,8 @@ class GateFloors:
             companion_floor=0.0,
             companion_rank=self.companion_rank,
             window_floor=0.0,
+            standout_floor=0.0,
+            standout_margin=0.0,
         )
 
     def for_request(self, gate: bool) -> GateFloors:
@@ -255,6 +270,8 @@ class GateFloors:
             "companion_floor": self.companion_floor,
             "companion_rank": self.companion_rank,
             "window_floor": self.window_floor,
+            "standout_floor": self.standout_floor,
+            "standout_margin": self.standout_margin,
             "exclude_source_kinds": list(self.exclude_source_kinds),
             "query_kind": self.query_kind,  # auto floors differ for turns that ask nothing
         }
@@ -273,6 +290,8 @@ class GateConfig(_Block):
     companion_floor: _Unit = Field(0.2, description=_COMPANION)
     window_floor: _Unit = Field(0.3, description=_WINDOW)
     companion_rank: _PositiveInt = Field(10, description=_COMPANION_RANK)
+    standout_floor: _Unit = Field(0.3, description=_STANDOUT)
+    standout_margin: _Unit = Field(0.2, description=_STANDOUT_MARGIN)
     auto: AutoGateConfig = Field(
         default_factory=AutoGateConfig,
         description="Replaces every floor above for host-issued (auto) searches.",
@@ -299,6 +318,8 @@ class GateConfig(_Block):
                 companion_floor=auto.companion_floor,
                 companion_rank=auto.companion_rank,
                 window_floor=auto.window_floor if asks else 1.0,
+                standout_floor=auto.standout_floor if asks else 1.0,
+                standout_margin=auto.standout_margin,
             )
         if trigger == "tool":
             return GateFloors(
@@ -311,6 +332,8 @@ class GateConfig(_Block):
                 companion_floor=self.companion_floor,
                 companion_rank=self.companion_rank,
                 window_floor=self.window_floor,
+                standout_floor=self.standout_floor,
+                standout_margin=self.standout_margin,
             )
         raise ValueError(f"trigger must be 'tool' or 'auto', not {trigger!r}")
 

@@ -9,7 +9,10 @@ passes when a survivor shares its event day and its cosine reaches ``context_flo
 can enlarge an answer, never turn an empty one into a non-empty one. So can a *companion*:
 once some candidate has cleared a floor, one ranked among the first ``companion_rank`` of the
 fused list passes at a cosine of ``companion_floor`` (a floor that decides how much of an
-answer to give, not whether to answer).
+answer to give, not whether to answer). A *standout* passes step 1 on the query's own score
+distribution: a cosine of at least ``standout_floor`` that lies ``standout_margin`` above the
+mean of the dense channel's other matches, so a record that clearly answers beats a floor set
+for another length or phrasing of text (long records score lower cosines on every query).
 Step 3 explains an empty result by naming every floor the best candidate missed. Every
 dropped candidate carries the step and floor that dropped it, so a logged search can be
 replayed offline with other floors (:func:`replay`).
@@ -24,7 +27,14 @@ from datetime import UTC, datetime
 from retold.config import GateFloors
 from retold.models import Candidate
 
-__all__ = ["GateSubject", "channel_count", "empty_reason", "gate", "missed_floors", "passes_step1"]
+__all__ = [
+    "STANDOUT_MIN_MATCHES", "GateSubject", "channel_count", "dense_reference", "empty_reason", "gate",
+    "missed_floors", "passes_step1",
+]  # fmt: skip
+
+STANDOUT_MIN_MATCHES = 10
+"""The dense matches a search needs before one can stand out from the others: fewer are no
+distribution (a store of a handful of records), and the standout rule stays off."""
 
 
 @dataclass(frozen=True)
@@ -60,8 +70,29 @@ def _lexical_pass(candidate: Candidate, floors: GateFloors) -> tuple[bool, str |
     return True, None
 
 
-def passes_step1(candidate: Candidate, subject: GateSubject, floors: GateFloors) -> str | None:
-    """The signal that lets the candidate through step 1, or None."""
+def dense_reference(candidates: Sequence[Candidate]) -> float | None:
+    """The mean cosine of the search's dense matches after the best one: what a standout stands
+    out from. Every candidate with a cosine counts (the context pass's and neighbours' too: a
+    day of near matches raises the bar); None below :data:`STANDOUT_MIN_MATCHES` of them."""
+    scores = sorted((c.dense.score for c in candidates if c.dense is not None), reverse=True)
+    if len(scores) < STANDOUT_MIN_MATCHES:
+        return None
+    rest = scores[1:]
+    return sum(rest) / len(rest)
+
+
+def _standout(candidate: Candidate, floors: GateFloors, reference: float | None) -> bool:
+    dense = candidate.dense
+    if reference is None or dense is None or floors.standout_floor >= 1.0:
+        return False
+    return dense.score >= floors.standout_floor and dense.score - reference >= floors.standout_margin
+
+
+def passes_step1(
+    candidate: Candidate, subject: GateSubject, floors: GateFloors, reference: float | None = None
+) -> str | None:
+    """The signal that lets the candidate through step 1, or None. ``reference`` is the search's
+    :func:`dense_reference` (None: no standout)."""
     if candidate.entity is not None:
         return f"entity match {candidate.entity_id}"
     if candidate.dense is not None:
@@ -71,6 +102,13 @@ def passes_step1(candidate: Candidate, subject: GateSubject, floors: GateFloors)
         if candidate.in_window and candidate.dense.score >= floors.window_floor:
             score, floor = candidate.dense.score, floors.window_floor
             return f"dated: dense {score:.2f} >= {floor:.2f} inside the query's dates"
+        if _standout(candidate, floors, reference):
+            assert reference is not None
+            score = candidate.dense.score
+            return (
+                f"standout: dense {score:.2f} >= {floors.standout_floor:.2f}, {score - reference:.2f} above "
+                f"the mean {reference:.2f} of this search's other dense matches"
+            )
     ok, _ = _lexical_pass(candidate, floors)
     if ok:
         match = candidate.lexical_terms
@@ -79,7 +117,9 @@ def passes_step1(candidate: Candidate, subject: GateSubject, floors: GateFloors)
     return None
 
 
-def missed_floors(candidate: Candidate, subject: GateSubject, floors: GateFloors) -> str:
+def missed_floors(
+    candidate: Candidate, subject: GateSubject, floors: GateFloors, reference: float | None = None
+) -> str:
     """Every step-1 floor the candidate missed, in the spec's wording."""
     parts = []
     floor = floors.dense_floor.for_record(subject.type, subject.source_kind)
@@ -90,10 +130,20 @@ def missed_floors(candidate: Candidate, subject: GateSubject, floors: GateFloors
         if candidate.in_window and floors.window_floor < 1.0:
             score, window = candidate.dense.score, floors.window_floor
             parts.append(f"dated {score:.2f} < {window:.2f} inside the query's dates")
+        if reference is not None and floors.standout_floor < 1.0:
+            parts.append(_standout_miss(candidate.dense.score, reference, floors))
     _, lexical_reason = _lexical_pass(candidate, floors)
     parts.append(lexical_reason or "no lexical match")
     parts.append("no entity match")
     return "; ".join(parts)
+
+
+def _standout_miss(score: float, reference: float, floors: GateFloors) -> str:
+    return (
+        f"standout {score - reference:.2f} above the other dense matches < {floors.standout_margin:.2f}"
+        if score >= floors.standout_floor
+        else f"standout needs dense >= {floors.standout_floor:.2f}"
+    )
 
 
 def _floor_name(subject: GateSubject) -> str:
@@ -107,6 +157,7 @@ def gate(
     gated_out: list[tuple[str, str]] = []
     survivors: list[Candidate] = []
     missed: list[Candidate] = []
+    reference = dense_reference(candidates)
     for candidate in candidates:
         subject = subjects[candidate.record_id]
         if subject.source_kind in floors.exclude_source_kinds:
@@ -115,9 +166,9 @@ def gate(
             )
             gated_out.append((candidate.record_id, candidate.gate_reason))
             continue
-        passed = passes_step1(candidate, subject, floors)
+        passed = passes_step1(candidate, subject, floors, reference)
         if passed is None:
-            candidate.gate_reason = "step 1: " + missed_floors(candidate, subject, floors)
+            candidate.gate_reason = "step 1: " + missed_floors(candidate, subject, floors, reference)
             missed.append(candidate)
             continue
         candidate.gate_reason = passed
@@ -217,7 +268,10 @@ def empty_reason(
     if not considered:
         kind = subjects[best.record_id].source_kind
         return f"best candidate excluded: source kind {kind} is not retrieved by the host"
-    survivor = next((c for c in considered if passes_step1(c, subjects[c.record_id], floors)), None)
+    reference = dense_reference(candidates)
+    survivor = next(
+        (c for c in considered if passes_step1(c, subjects[c.record_id], floors, reference)), None
+    )
     if survivor is not None:
         return f"best candidate dropped: {survivor.gate_reason}"
     parts = []
@@ -231,6 +285,8 @@ def empty_reason(
         dated = [c.dense.score for c in dense if c.in_window and c.dense is not None]
         if dated and floors.window_floor < 1.0:
             parts.append(f"best dated {max(dated):.2f} < {floors.window_floor:.2f} inside the query's dates")
+        if reference is not None and floors.standout_floor < 1.0:
+            parts.append("best " + _standout_miss(top.dense.score, reference, floors))
     else:
         parts.append("no dense match")
     lexical = [c for c in considered if c.lexical and c.lexical_terms and c.lexical_terms.total_terms]

@@ -35,6 +35,8 @@ FLOOR_FIELDS: tuple[tuple[str, str], ...] = (
     ("companion_floor", "companion floor (cosine near the top of an answered search)"),
     ("companion_rank", "companion rank (how deep the companion floor reaches)"),
     ("window_floor", "window floor (cosine inside the query's dates)"),
+    ("standout_floor", "standout floor (cosine of a match that stands out of the others)"),
+    ("standout_margin", "standout margin (above the mean of the other dense matches)"),
 )
 """The replay form's fields: ``(name, label)``; names are config keys under the trigger's gate block."""
 

@@ -5,13 +5,15 @@ from __future__ import annotations
 import dataclasses
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from retold.config import Config
 from retold.models import Candidate, GeneratorHit, LexicalMatch, LexicalTerm
 from retold.retrieve.budget import fill_budget, record_tokens
 from retold.retrieve.dedup import collapse_duplicates
 from retold.retrieve.freshness import apply_freshness
 from retold.retrieve.fusion import fuse, rrf
-from retold.retrieve.gate import GateSubject, empty_reason, gate
+from retold.retrieve.gate import STANDOUT_MIN_MATCHES, GateSubject, dense_reference, empty_reason, gate
 
 from .factories import MakeRecord
 
@@ -33,6 +35,8 @@ SPEC = Config().override(
         "retrieval.gate.auto.companion_floor": 1.0,
         "retrieval.gate.window_floor": 1.0,
         "retrieval.gate.auto.window_floor": 1.0,
+        "retrieval.gate.standout_floor": 1.0,
+        "retrieval.gate.auto.standout_floor": 1.0,
     }
 )
 FLOORS = SPEC.retrieval.gate.floors_for("tool")
@@ -272,3 +276,57 @@ def test_the_window_floor_never_applies_to_a_turn_that_asks_nothing() -> None:
     assert gate_config.floors_for("tool").window_floor == gate_config.window_floor < 1.0
     assert gate_config.floors_for("auto").window_floor == gate_config.auto.window_floor < 1.0
     assert gate_config.floors_for("auto", asks=False).window_floor == 1.0
+
+
+def _crowd(n: int, cosine: float) -> list[Candidate]:
+    return [cand(f"other{i}", dense=cosine, score=0.001) for i in range(n)]
+
+
+def test_a_match_that_stands_out_of_the_searchs_dense_scores_passes() -> None:
+    floors = dataclasses.replace(FLOORS, standout_floor=0.3, standout_margin=0.25, relative_floor=0.0)
+    top = cand("top", dense=0.42, score=0.1)  # under the semantic floor 0.45
+    crowd = _crowd(STANDOUT_MIN_MATCHES, 0.15)
+    subjects = {c.record_id: SEM for c in [top, *crowd]}
+    kept, _ = gate([top, *crowd], subjects, floors)
+    assert [c.record_id for c in kept] == ["top"]
+    assert top.gate_reason == (
+        "standout: dense 0.42 >= 0.30, 0.27 above the mean 0.15 of this search's other dense matches"
+    )
+    # 1 switches it off; so does a crowd too small to stand out from.
+    assert gate([top, *crowd], subjects, dataclasses.replace(floors, standout_floor=1.0))[0] == []
+    few = crowd[: STANDOUT_MIN_MATCHES - 2]
+    assert dense_reference([top, *few]) is None
+    assert gate([top, *few], subjects, floors)[0] == []
+    assert "standout" not in empty_reason([top, *few], subjects, floors, eligible=9)
+
+
+def test_a_standout_needs_its_margin_and_its_floor_and_says_which_it_missed() -> None:
+    floors = dataclasses.replace(FLOORS, standout_floor=0.3, standout_margin=0.25, relative_floor=0.0)
+    close = cand("close", dense=0.42)
+    crowd = _crowd(STANDOUT_MIN_MATCHES, 0.25)
+    subjects = {c.record_id: SEM for c in [close, *crowd]}
+    assert gate([close, *crowd], subjects, floors)[0] == []
+    assert close.gate_reason is not None
+    assert "standout 0.17 above the other dense matches < 0.25" in close.gate_reason
+    reason = empty_reason([close, *crowd], subjects, floors, eligible=11)
+    assert reason.startswith("best dense 0.42 < 0.45 (semantic); best standout 0.17 above")
+    # Far above a low crowd, but under the standout floor itself.
+    faint, low = cand("faint", dense=0.28), _crowd(STANDOUT_MIN_MATCHES, 0.0)
+    subjects |= {c.record_id: SEM for c in [faint, *low]}
+    assert gate([faint, *low], subjects, floors)[0] == []
+    assert faint.gate_reason is not None and "standout needs dense >= 0.30" in faint.gate_reason
+
+
+def test_a_day_of_near_matches_raises_the_bar_a_standout_must_clear() -> None:
+    crowd = _crowd(STANDOUT_MIN_MATCHES, 0.1)
+    beside = [cand(f"beside{i}", dense=0.4) for i in range(3)]
+    for c in beside:
+        c.in_context = True
+    assert dense_reference(crowd) == pytest.approx(0.1)
+    assert dense_reference([*crowd, *beside]) == pytest.approx((0.1 * 10 + 0.4 * 2) / 12)
+
+
+def test_the_standout_rule_never_applies_to_a_turn_that_asks_nothing() -> None:
+    gate_config = Config().retrieval.gate
+    assert gate_config.floors_for("tool").standout_floor == gate_config.standout_floor < 1.0
+    assert gate_config.floors_for("auto", asks=False).standout_floor == 1.0
