@@ -84,6 +84,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 import retold  # noqa: E402
 from retold.config import Config  # noqa: E402
 from retold.index.embedder import build_embedder  # noqa: E402
+from retold.index.passages import split_passages  # noqa: E402
 from retold.models import (  # noqa: E402
     Candidate,
     GeneratorHit,
@@ -378,9 +379,13 @@ async def ingest(
     write_task = bar.add_task("writing turns", total=sum(len(c.turns) for c in conversations))
     spent = {"embed": 0.0, "write": 0.0}
 
+    passage_chars = rt.config.embedding.passage_chars
+
     def prefill(conv: Conversation) -> None:
         t0 = time.perf_counter()
         embedder.prefill([turn.content for turn in conv.turns], advance=lambda n: bar.advance(embed_task, n))
+        # A long record's passages are embedded with it by the write path (retold.index.passages).
+        embedder.prefill([p for turn in conv.turns for p in split_passages(turn.content, passage_chars)])
         spent["embed"] += time.perf_counter() - t0
 
     started = time.perf_counter()

@@ -28,6 +28,7 @@ import numpy as np
 from retold.config import Config
 from retold.erasure import plan_erasure
 from retold.errors import ConfigError, InvalidArgumentError, StoreError
+from retold.index.passages import split_passages
 from retold.models import STATUSES, Record, Scope, SessionKey, validate_id
 from retold.policy import lifecycle
 from retold.store import Store
@@ -406,21 +407,28 @@ class Operations:
 
         store = self._store
         dims = int(embedder.dims)
-        embedded: dict[str, tuple[str, bytes]] = {}
+        embedded: dict[str, tuple[str, bytes, list[bytes]]] = {}  # id -> (text, vector, passages)
+        passage_chars = self._config.embedding.passage_chars
         pending = await store.records_with_text()
         total, done, batches = len(pending), 0, 0
         _report(progress, done, total)
         for _attempt in range(_STALE_ATTEMPTS):
             for start in range(0, len(pending), batch_size):
                 chunk = pending[start : start + batch_size]
-                vectors = np.asarray(await embed_documents(embedder, [text for _, text in chunk]), np.float32)
-                if vectors.shape != (len(chunk), dims):
+                # Each record's text, then its passages' (a long record's), in one model call.
+                pieces = [[text, *split_passages(text, passage_chars)] for _, text in chunk]
+                texts = [piece for record_pieces in pieces for piece in record_pieces]
+                vectors = np.asarray(await embed_documents(embedder, texts), np.float32)
+                if vectors.shape != (len(texts), dims):
                     raise StoreError(
                         f"the embedder returned vectors of shape {vectors.shape}, "
-                        f"expected ({len(chunk)}, {dims})"
+                        f"expected ({len(texts)}, {dims})"
                     )
-                for (record_id, text), vector in zip(chunk, vectors, strict=True):
-                    embedded[record_id] = (text, vector.tobytes())
+                at = 0
+                for (record_id, text), record_pieces in zip(chunk, pieces, strict=True):
+                    rows = vectors[at : at + len(record_pieces)]
+                    embedded[record_id] = (text, rows[0].tobytes(), [v.tobytes() for v in rows[1:]])
+                    at += len(record_pieces)
                 batches += 1
                 done += len(chunk)
                 _report(progress, done, total)
@@ -432,8 +440,9 @@ class Operations:
                         raise _StoreChanged(stale)
                     replaced = await store.embedding_models()
                     await store.replace_all_embeddings(
-                        model, version, dims, [(rid, embedded[rid][1]) for rid, _ in current]
-                    )
+                        model, version, dims, [(rid, embedded[rid][1]) for rid, _ in current],
+                        [(rid, embedded[rid][2]) for rid, _ in current if embedded[rid][2]],
+                    )  # fmt: skip
                     event_id = await store.append_event(
                         "store.reembedded",
                         actor,
@@ -562,9 +571,13 @@ class Operations:
         store = self._store
         records = [r for r in await store.get_records(record_ids) if r.content]
         vectors = await embed_documents(embedder, [r.content for r in records])
+        passages: list[np.ndarray | None] = []
+        for record in records:  # before the transaction: no model call holds the write lock
+            texts = split_passages(record.content, self._config.embedding.passage_chars)
+            passages.append(np.asarray(await embed_documents(embedder, texts), np.float32) if texts else None)
         async with store.transaction():
-            for record, vector in zip(records, vectors, strict=True):
-                await store.put_embedding(record.id, embedder.name, embedder.version, vector)
+            for record, vector, rows in zip(records, vectors, passages, strict=True):
+                await store.put_embedding(record.id, embedder.name, embedder.version, vector, rows)
         ids = ", ".join(r.id for r in records)
         return f"re-embedded {len(records)} record(s) with {embedder.name} version {embedder.version}: {ids}"
 

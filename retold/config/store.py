@@ -125,6 +125,15 @@ class EmbeddingConfig(_Block):
     reembed_batch_size: _PositiveInt = Field(
         64, description="Records `retold reembed` embeds per batch while rebuilding vectors. Integer >= 1."
     )
+    passage_chars: _NonNegativeInt = Field(
+        300,
+        description=(
+            "A record longer than this is also embedded in passages of whole sentences up to this "
+            "length, and a search scores it by its best passage when that beats its own vector: one "
+            "vector for a long, many-topic message averages its topics away. Integer >= 0; 0 turns "
+            "passages off (records written meanwhile keep theirs until `retold reembed`)."
+        ),
+    )
 
     @field_validator("version", mode="before")
     @classmethod

@@ -9,27 +9,37 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from retold.models import Candidate, GeneratorHit, LexicalMatch
 
-__all__ = ["assemble", "fuse", "logged_flags", "read_flags", "rrf"]
+__all__ = ["Flags", "assemble", "fuse", "logged_flags", "read_flags", "rrf"]
 
 
-CONTEXT_FLAG, WINDOW_FLAG = 1, 2  # bits of a fused log row's optional fourth item
+CONTEXT_FLAG, WINDOW_FLAG, PASSAGE_FLAG = 1, 2, 4  # bits of a fused log row's optional fourth item
+
+
+class Flags(NamedTuple):
+    in_context: bool  # found by the same-day context pass or as a neighbour
+    in_window: bool  # its event time lies inside the query's dates
+    from_passage: bool  # its dense score is its best passage's (retold.index.passages)
 
 
 def logged_flags(candidate: Candidate) -> list[int]:
-    """A fused log row's optional fourth item: found by the context pass (or a neighbour), inside
-    the query's date window; absent when neither (logs before date windows hold only the 1)."""
-    flags = (CONTEXT_FLAG if candidate.in_context else 0) | (WINDOW_FLAG if candidate.in_window else 0)
+    """A fused log row's optional fourth item (:class:`Flags` as bits); absent when none is set
+    (logs before date windows hold only the 1, before passages only 1 and 2)."""
+    flags = (
+        (CONTEXT_FLAG if candidate.in_context else 0)
+        | (WINDOW_FLAG if candidate.in_window else 0)
+        | (PASSAGE_FLAG if candidate.from_passage else 0)
+    )
     return [flags] if flags else []
 
 
-def read_flags(row: Sequence[Any]) -> tuple[bool, bool]:
-    """``(in_context, in_window)`` from a logged fused row; anything but an int reads as neither."""
+def read_flags(row: Sequence[Any]) -> Flags:
+    """The :class:`Flags` of a logged fused row; anything but an int reads as none."""
     flags = row[3] if len(row) > 3 and isinstance(row[3], int) else 0
-    return bool(flags & CONTEXT_FLAG), bool(flags & WINDOW_FLAG)
+    return Flags(bool(flags & CONTEXT_FLAG), bool(flags & WINDOW_FLAG), bool(flags & PASSAGE_FLAG))
 
 
 def rrf(
@@ -105,6 +115,7 @@ def assemble(
     *,
     in_context: bool = False,
     in_window: bool = False,
+    from_passage: bool = False,
 ) -> Candidate:
     """One candidate from the generators' hits; also how a logged search is rebuilt for replay."""
     lex = lexical.get(record_id)
@@ -124,6 +135,7 @@ def assemble(
         gate_reason=None,
         in_context=in_context,
         in_window=in_window,
+        from_passage=from_passage,
         rerank_score=None,
         rank_after_rerank=None,
     )

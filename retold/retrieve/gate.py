@@ -98,7 +98,7 @@ def passes_step1(
     if candidate.dense is not None:
         floor = floors.dense_floor.for_record(subject.type, subject.source_kind)
         if candidate.dense.score >= floor:
-            return f"dense {candidate.dense.score:.2f} >= {floor:.2f} ({_floor_name(subject)})"
+            return f"dense {candidate.dense.score:.2f} >= {floor:.2f} ({_dense_name(candidate, subject)})"
         if candidate.in_window and candidate.dense.score >= floors.window_floor:
             score, floor = candidate.dense.score, floors.window_floor
             return f"dated: dense {score:.2f} >= {floor:.2f} inside the query's dates"
@@ -126,7 +126,7 @@ def missed_floors(
     if candidate.dense is None:
         parts.append("no dense match")
     else:
-        parts.append(f"dense {candidate.dense.score:.2f} < {floor:.2f} ({_floor_name(subject)})")
+        parts.append(f"dense {candidate.dense.score:.2f} < {floor:.2f} ({_dense_name(candidate, subject)})")
         if candidate.in_window and floors.window_floor < 1.0:
             score, window = candidate.dense.score, floors.window_floor
             parts.append(f"dated {score:.2f} < {window:.2f} inside the query's dates")
@@ -144,6 +144,12 @@ def _standout_miss(score: float, reference: float, floors: GateFloors) -> str:
         if score >= floors.standout_floor
         else f"standout needs dense >= {floors.standout_floor:.2f}"
     )
+
+
+def _dense_name(candidate: Candidate, subject: GateSubject) -> str:
+    """The floor's name, and where the cosine came from when it is a passage's."""
+    name = _floor_name(subject)
+    return f"{name}; best passage" if candidate.from_passage else name
 
 
 def _floor_name(subject: GateSubject) -> str:
@@ -281,7 +287,7 @@ def empty_reason(
         subject = subjects[top.record_id]
         floor = floors.dense_floor.for_record(subject.type, subject.source_kind)
         assert top.dense is not None
-        parts.append(f"best dense {top.dense.score:.2f} < {floor:.2f} ({_floor_name(subject)})")
+        parts.append(f"best dense {top.dense.score:.2f} < {floor:.2f} ({_dense_name(top, subject)})")
         dated = [c.dense.score for c in dense if c.in_window and c.dense is not None]
         if dated and floors.window_floor < 1.0:
             parts.append(f"best dated {max(dated):.2f} < {floors.window_floor:.2f} inside the query's dates")

@@ -46,10 +46,10 @@ def candidates_from_log(row: dict[str, Any]) -> list[Candidate]:
     freshness = {r[0]: r[1] for r in _load(row["freshness"])}
     out = []
     for r in _load(row["fused"]):  # [id, rank, score], with flags fourth (fusion.logged_flags)
-        in_context, in_window = read_flags(r)
+        flags = read_flags(r)
         out.append(assemble(
             r[0], r[1], r[2], dense, lexical, entity, freshness.get(r[0]),
-            in_context=in_context, in_window=in_window,
+            in_context=flags.in_context, in_window=flags.in_window, from_passage=flags.from_passage,
         ))  # fmt: skip
     return sorted(out, key=lambda c: (-c.score, c.fused_rank))
 

@@ -43,6 +43,7 @@ from retold.retrieve.freshness import apply_freshness
 from retold.retrieve.fusion import fuse, logged_flags
 from retold.retrieve.gate import GateSubject, empty_reason, gate
 from retold.retrieve.lexical import lexical_search
+from retold.retrieve.passage_scores import best_passage_cosines, lift, ranked
 from retold.retrieve.query_focus import without_mentions
 from retold.retrieve.query_kind import asks
 from retold.retrieve.rewrite import rewrite_stage
@@ -112,6 +113,8 @@ class SearchRun:
     eligible: set[str] = field(default_factory=set)
     index_refresh: str = ""
     dense: list[tuple[str, float]] = field(default_factory=list)
+    windowed: list[tuple[str, float]] = field(default_factory=list)  # the best inside the query's dates
+    from_passage: set[str] = field(default_factory=set)  # dense scores that are a passage's
     lexical: list[Any] = field(default_factory=list)
     entity: list[Any] = field(default_factory=list)
     candidates: list[Candidate] = field(default_factory=list)  # fused, freshness applied, eligible only
@@ -274,10 +277,9 @@ async def generate(services: SearchServices, run: SearchRun) -> None:
         ]
         inside = run.in_windows = await in_time_windows(services, run)
         if inside:
-            windowed = [
+            run.windowed = [
                 (rid, cos) for rid, cos in await services.dense.search(qvecs, inside, k) if rid in inside
             ]
-            run.dense = interleave(run.dense, windowed, k)
         run.mark("dense", t)
 
     async def lexical_and_entity() -> None:
@@ -323,11 +325,33 @@ async def generate(services: SearchServices, run: SearchRun) -> None:
             run.timings[stage] = 0.0
         return
     await asyncio.gather(dense(), lexical_and_entity())
+    t = time.perf_counter()
+    others = [h.record_id for h in run.lexical] + [h.record_id for h in run.entity]
+    dense = dict((*run.dense, *run.windowed))
+    best = await _passage_cosines(services, run, [*dense, *others])
+    run.from_passage = {rid for rid, cos in best.items() if cos > dense.get(rid, -1.0)}
+    run.dense = ranked(run.dense, best, k, admit=others)
+    if run.windowed:
+        windowed = ranked(run.windowed, best, k, admit=[rid for rid in others if rid in run.in_windows])
+        run.dense = interleave(run.dense, windowed, k)
+    run.timings["dense"] = round(run.timings["dense"] + (time.perf_counter() - t) * 1000.0, 3)
     # What ranking reads of the dense-only candidates (most fail the gate: not whole records).
     t = time.perf_counter()
     run.subjects = {rid: GateSubject(r.type, r.source_kind, r.event_at) for rid, r in run.records.items()}
     await _load_facts(services, run, [rid for rid, _ in run.dense])
     run.prefetch_ms += (time.perf_counter() - t) * 1000.0
+
+
+async def _passage_cosines(
+    services: SearchServices, run: SearchRun, record_ids: list[str]
+) -> dict[str, float]:
+    """The best passage cosine of each of these records that has passages (retold.index.passages)."""
+    embedder = services.embedder
+    if run.qvecs is None or not record_ids or not services.config.embedding.passage_chars:
+        return {}
+    dims = int(embedder.dims)
+    blobs = await services.store.passage_vectors_for(record_ids, embedder.name, embedder.version, dims)
+    return best_passage_cosines(blobs, run.qvecs, dims) if blobs else {}
 
 
 async def _load_facts(services: SearchServices, run: SearchRun, record_ids: list[str]) -> None:
@@ -375,6 +399,7 @@ async def _fuse(services: SearchServices, run: SearchRun) -> list[Candidate]:
     fused = [c for c in fused if c.record_id in run.eligible]
     for c in fused:
         c.in_window = c.record_id in run.in_windows
+        c.from_passage = c.record_id in run.from_passage
     run.fused_log = [[c.record_id, c.fused_rank, round(c.rrf_score, 6), *logged_flags(c)] for c in fused]
     # Loaded during generate, but for the context pass's hits.
     await _load_facts(services, run, [c.record_id for c in fused])
@@ -407,6 +432,12 @@ async def _beside_the_best(services: SearchServices, run: SearchRun, fused: list
     if ids:  # their real cosines, so the gate and the log treat them as dense hits
         cosine = dict(await services.dense.search(run.qvecs, set(ids), len(ids)))
         run.neighbours = [(rid, cosine[rid]) for rid in ids if rid in cosine]
+    best = await _passage_cosines(services, run, [rid for rid, _ in (*run.context, *run.neighbours)])
+    if best:  # scored as the channels' candidates were; the order of each list stays its own
+        found = dict((*run.context, *run.neighbours))
+        run.from_passage |= {rid for rid, cos in best.items() if cos > found[rid]}
+        run.context = sorted(lift(run.context, best), key=lambda hit: -hit[1])
+        run.neighbours = lift(run.neighbours, best)
     return bool(run.context or run.neighbours)
 
 

@@ -36,6 +36,7 @@ COPIED_TABLES: tuple[tuple[str, str, str | None], ...] = (
     ("record_conflicts", "record_id, other_id", None),
     ("record_sources", "rowid", None),
     ("embeddings", "record_id", None),
+    ("passage_vectors", "record_id, ordinal", None),
     ("migration_issues", "migration_version, record_id", None),
     ("sessions", "agent_id, user_id, id", None),
     ("session_turns", "agent_id, user_id, session_id, turn", None),

@@ -309,7 +309,8 @@ class EraseMixin:
                 await self.db.execute(
                     "DELETE FROM store_items WHERE namespace = ? AND key = ?", (namespace, key)
                 )
-            for table in ("embeddings", "records_fts", "record_entities", "record_sources"):
+            derived = ("embeddings", "passage_vectors", "records_fts", "record_entities", "record_sources")
+            for table in derived:
                 await self.db.execute(f"DELETE FROM {table} WHERE record_id IN (SELECT id FROM {records})")
             await self.db.execute(
                 f"UPDATE migration_issues SET issue = 'erased' WHERE record_id IN (SELECT id FROM {records})"
@@ -401,7 +402,8 @@ class EraseMixin:
             await self.db.execute(
                 "UPDATE embeddings SET index_version = ? WHERE record_id = ?", (version, item.record_id)
             )
-        if "content" in item.changes:
+        if "content" in item.changes:  # the passages were of the text that is gone
+            await self.db.execute("DELETE FROM passage_vectors WHERE record_id = ?", (item.record_id,))
             await self._write_fts(item.record_id)
 
     async def compact(self) -> bool:

@@ -242,6 +242,7 @@ class IntegrityMixin:
 
     async def drop_embeddings(self, record_ids: Iterable[str]) -> int:
         async with self.db.transaction(), self.db.temp_ids(record_ids) as table:
+            await self.db.execute(f"DELETE FROM passage_vectors WHERE record_id IN (SELECT id FROM {table})")
             return await self.db.execute(
                 f"DELETE FROM embeddings WHERE record_id IN (SELECT id FROM {table})"
             )

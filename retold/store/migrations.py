@@ -16,6 +16,8 @@ what the spec says they add:
 7. ownership: sessions and turns keyed by (agent, user, session id); every source that supports a
    record in ``record_sources``; aliases carry the scope they may be shown in; entities remember
    the user whose words introduced them (issue 15: isolation and erasure)
+8-10. LangGraph store items, full-text rows by record id, activation and its review queue
+11. ``passage_vectors``: the vectors of a long record's passages (retold.index.passages)
 
 There is deliberately no separate ``schema.sql``: two sources of truth for the DDL drift.
 """
@@ -372,6 +374,18 @@ _V10 = (
     "CREATE UNIQUE INDEX activation_reviews_one_open ON activation_reviews(record_id) WHERE status = 'open'",
 )
 
+_V11 = (
+    """CREATE TABLE passage_vectors (
+      record_id   TEXT NOT NULL REFERENCES records(id),
+      ordinal     INTEGER NOT NULL,
+      model       TEXT NOT NULL,
+      version     TEXT NOT NULL,
+      dims        INTEGER NOT NULL,
+      vector      BLOB NOT NULL,
+      PRIMARY KEY (record_id, ordinal)
+    )""",
+)
+
 
 async def _backfill_sources(db: Database) -> None:
     """One ``record_sources`` row per record and per counted reinforcement; FTS aliases re-scoped.
@@ -483,6 +497,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(8, "langgraph store items", _V8),
     Migration(9, "full-text rows found by record id", _V9),
     Migration(10, "activation and its review queue", _V10),
+    Migration(11, "passage vectors of long records", _V11),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -30,9 +30,15 @@ class ReembedMixin:
         return [(r[0], r[1]) for r in rows]
 
     async def replace_all_embeddings(
-        self, model: str, version: str, dims: int, vectors: Sequence[tuple[str, bytes]]
+        self,
+        model: str,
+        version: str,
+        dims: int,
+        vectors: Sequence[tuple[str, bytes]],
+        passages: Sequence[tuple[str, Sequence[bytes]]] = (),
     ) -> int:
-        """Drop every stored vector and write ``vectors`` instead, as one change; return its version.
+        """Drop every stored vector and write ``vectors`` (and the long records' ``passages``)
+        instead, as one change; return its version.
 
         Records that lose a vector are stamped too, so another process's index drops them.
         """
@@ -43,6 +49,16 @@ class ReembedMixin:
                 (index_version,),
             )
             await self.db.execute("DELETE FROM embeddings")
+            await self.db.execute("DELETE FROM passage_vectors")
+            await self.db.executemany(
+                """INSERT INTO passage_vectors(record_id, ordinal, model, version, dims, vector)
+                   VALUES (?, ?, ?, ?, ?, ?)""",
+                (
+                    (rid, i, model, version, dims, blob)
+                    for rid, blobs in passages
+                    for i, blob in enumerate(blobs)
+                ),
+            )
             await self.db.executemany(
                 """INSERT INTO embeddings(record_id, model, version, dims, vector, index_version)
                    VALUES (?, ?, ?, ?, ?, ?)""",

@@ -195,13 +195,15 @@ class Store(
         links: Sequence[tuple[str, str]] = (),
         source: RecordSource | None = None,
         embedding: tuple[str, str, np.ndarray] | None = None,
+        passages: np.ndarray | None = None,
     ) -> int:
         """Insert a record with its entity links, FTS row and source; return its ``index_version``.
 
         ``links`` are ``(entity_id, role)`` pairs; the record's ``entity_ids`` are set from them.
         ``source`` is the observation that created it (its ``origin`` becomes ``source_origin``).
         ``embedding`` (model, version, vector) is stored under the same ``index_version``, as
-        :meth:`put_embedding` would, without a second version of the store for one write.
+        :meth:`put_embedding` would, without a second version of the store for one write, with
+        ``passages`` (one row per passage of a long record, retold.index.passages) by the same model.
         """
         async with self.db.transaction():
             version = await self._bump()
@@ -225,6 +227,7 @@ class Store(
             await self._write_fts(record.id, fresh=True)
             if embedding is not None:
                 await self._store_vector(record.id, *embedding, version)
+                await self._store_passages(record.id, embedding[0], embedding[1], passages, fresh=True)
         record.index_version = version
         # The order get_records reads back: about links (the primary entity) first, then mentions.
         record.entity_ids = [e for e, role in sorted(links, key=lambda link: link[1] == "mentions")]
@@ -496,11 +499,15 @@ class Store(
 
     # --- embeddings ---------------------------------------------------------------------------
 
-    async def put_embedding(self, record_id: str, model: str, version: str, vector: np.ndarray) -> int:
-        """Store the record's L2-normalised float32 vector; bump and return ``index_version``."""
+    async def put_embedding(
+        self, record_id: str, model: str, version: str, vector: np.ndarray, passages: np.ndarray | None = None
+    ) -> int:
+        """Store the record's L2-normalised float32 vector and its passages' (replacing any it had);
+        bump and return ``index_version``."""
         async with self.db.transaction():
             index_version = await self._bump()
             await self._store_vector(record_id, model, version, vector, index_version)
+            await self._store_passages(record_id, model, version, passages)
             await self.db.execute(
                 "UPDATE records SET index_version = ? WHERE id = ?", (index_version, record_id)
             )
@@ -517,6 +524,21 @@ class Store(
                    version = excluded.version, dims = excluded.dims, vector = excluded.vector,
                    index_version = excluded.index_version""",
             (record_id, model, version, int(vec.shape[0]), vec.tobytes(), index_version),
+        )
+
+    async def _store_passages(
+        self, record_id: str, model: str, version: str, vectors: np.ndarray | None, *, fresh: bool = False
+    ) -> None:
+        """The record's passage vectors, row ``i`` for passage ``i``; none for a short record."""
+        if not fresh:
+            await self.db.execute("DELETE FROM passage_vectors WHERE record_id = ?", (record_id,))
+        if vectors is None or len(vectors) == 0:
+            return
+        vecs = np.asarray(vectors, dtype=np.float32)
+        await self.db.executemany(
+            """INSERT INTO passage_vectors(record_id, ordinal, model, version, dims, vector)
+               VALUES (?, ?, ?, ?, ?, ?)""",
+            ((record_id, i, model, version, int(vecs.shape[1]), v.tobytes()) for i, v in enumerate(vecs)),
         )
 
     async def get_embedding(self, record_id: str) -> tuple[str, str, np.ndarray] | None:

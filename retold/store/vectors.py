@@ -124,3 +124,22 @@ class VectorsMixin:
             {"model": model, "version": version, "dims": dims, **{f"id{i}": v for i, v in enumerate(ids)}},
         )
         return {r[0]: bytes(r[1]) for r in rows}
+
+    async def passage_vectors_for(
+        self, record_ids: Sequence[str], model: str, version: str, dims: int
+    ) -> dict[str, list[bytes]]:
+        """The compatible float32 blobs of a few records' passages, in passage order, by id;
+        records without passages (short ones) are absent."""
+        ids = list(dict.fromkeys(record_ids))
+        if not ids:
+            return {}
+        marks = ", ".join(f":id{i}" for i in range(len(ids)))
+        rows = await self.db.fetchall(
+            f"""SELECT e.record_id, e.vector FROM passage_vectors e WHERE e.record_id IN ({marks})
+                   AND {_COMPATIBLE} ORDER BY e.record_id, e.ordinal""",
+            {"model": model, "version": version, "dims": dims, **{f"id{i}": v for i, v in enumerate(ids)}},
+        )
+        found: dict[str, list[bytes]] = {}
+        for record_id, blob in rows:
+            found.setdefault(record_id, []).append(bytes(blob))
+        return found

@@ -135,10 +135,10 @@ async def search_page(
             fate, reason = "over budget", "did not fit the token budget or k"
         else:
             fate, reason = "passed", ""
-        in_context, in_window = read_flags(item)
+        flags = read_flags(item)
         candidates.append({
-            "id": shown(rid), "rank": item[1], "score": item[2], "in_context": in_context,
-            "in_window": in_window,
+            "id": shown(rid), "rank": item[1], "score": item[2], "in_context": flags.in_context,
+            "in_window": flags.in_window, "from_passage": flags.from_passage,
             "dense": channels["dense"].get(rid), "lexical": channels["lexical"].get(rid),
             "entity": channels["entity"].get(rid), "freshness": freshness.get(rid),
             "fate": fate, "reason": mask(str(reason)), "facts": facts.get(rid),

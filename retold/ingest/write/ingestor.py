@@ -21,6 +21,7 @@ import numpy as np
 
 from retold.config import Config
 from retold.errors import InvalidArgumentError, NotFoundError
+from retold.index.passages import split_passages
 from retold.ingest.equivalence.judge import decide
 from retold.ingest.write.entities import principal_entity, resolve_entities
 from retold.ingest.write.evidence import EvidenceOutcome, assess_evidence
@@ -260,13 +261,13 @@ class Ingestor:
 
         source = source_for(record, principal, trusted=request.trusted)
         with timer("embed"):
-            vector = await self._embed(content)
+            vector, passages = await self._embed(content)
 
         # A batch's later candidates are decided against its earlier ones through the overlay.
         seen = None if overlay is not None else await self._store.records_version()
         decision, judged, truncated = await self._decide(record, vector, timer, overlay, origin=source.origin)
         return Plan(record, vector, evidence, request.source_kind, links, decision, judged, truncated,
-                     notes, ambiguous, source=source, seen_version=seen)  # fmt: skip
+                     notes, ambiguous, source=source, seen_version=seen, passages=passages)  # fmt: skip
 
     async def _plan_revision(
         self, principal: Principal, target_id: str, request: WriteRequest, reason: str, timer: Timer
@@ -325,23 +326,28 @@ class Ingestor:
                 "quote the user's words from this session as evidence, or leave the record as it is",
             )
         with timer("embed"):
-            vector = await self._embed(content)
+            vector, passages = await self._embed(content)
         decision = Decision("supersede", target, "manual_revision", reason=reason)
         return Plan(record, vector, evidence, request.source_kind, links, decision, [], False, notes, [],
-                    revision_reason=reason, source=source_for(record, principal, trusted=False))  # fmt: skip
+                    revision_reason=reason, source=source_for(record, principal, trusted=False),
+                    passages=passages)  # fmt: skip
 
-    async def _embed(self, content: str) -> np.ndarray:
-        """The claim's vector; from the judge's batch when it embeds with the same model.
+    async def _embed(self, content: str) -> tuple[np.ndarray, np.ndarray | None]:
+        """The claim's vector, and a long claim's passage vectors (retold.index.passages; None
+        for a short one), in one model call; from the judge's batch when it embeds with the
+        same model.
 
         The evidence check has usually embedded the claim already (spec §8.1: a write's
         budget is one embedding), so the index's vector is then a cache hit, not a model call.
         """
+        texts = [content, *split_passages(content, self._config.embedding.passage_chars)]
         judge = self._judge
         if getattr(judge, "embedder", None) is self._embedder and hasattr(judge, "vectors"):
-            vectors = await anyio.to_thread.run_sync(judge.vectors, [content])
+            vectors = await anyio.to_thread.run_sync(judge.vectors, texts)
         else:
-            vectors = await anyio.to_thread.run_sync(self._embedder.embed_documents, [content])
-        return np.asarray(vectors[0], dtype=np.float32)
+            vectors = await anyio.to_thread.run_sync(self._embedder.embed_documents, texts)
+        rows = np.asarray(vectors, dtype=np.float32).reshape(len(texts), -1)
+        return rows[0], (rows[1:] if len(texts) > 1 else None)
 
     async def _evidence(self, principal: Principal, request: WriteRequest, content: str) -> EvidenceOutcome:
         if request.trusted:

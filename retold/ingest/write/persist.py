@@ -131,7 +131,8 @@ class Persister:
                 source = dataclasses.replace(_source(plan), record_id=record.id, content=record.content)
                 vector = (self._embedder.name, self._embedder.version, plan.vector)
                 touched.append((record.id, await self._store.insert_record(
-                    record, links=links, source=source, embedding=vector)))  # fmt: skip
+                    record, links=links, source=source, embedding=vector, passages=plan.passages,
+                )))  # fmt: skip
                 if decision.action == "conflict":
                     await self._store.add_conflict(record.id, decision.target.id, now)  # type: ignore[union-attr]
             with timer("event_log"):

@@ -132,6 +132,7 @@ class Plan:
     # records_version the decision read (None: not checked). A live record of the same fact
     # written after it, by any process, means the decision is stale: decide again.
     seen_version: int | None = None
+    passages: np.ndarray | None = None  # a long record's passage vectors (retold.index.passages)
 
 
 @dataclass(frozen=True)

@@ -387,6 +387,17 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
         "CREATE INDEX store_items_record ON store_items(record_id)",
         "CREATE INDEX store_items_user ON store_items(user_id)",
     ),
+    11: (
+        f"""CREATE TABLE passage_vectors (
+          record_id   {T} NOT NULL REFERENCES records(id),
+          ordinal     INTEGER NOT NULL,
+          model       {T} NOT NULL,
+          version     {T} NOT NULL,
+          dims        INTEGER NOT NULL,
+          vector      BYTEA NOT NULL,
+          PRIMARY KEY (record_id, ordinal)
+        )""",
+    ),
 }
 
 

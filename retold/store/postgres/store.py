@@ -41,7 +41,7 @@ __all__ = ["PgStore"]
 
 _ERASURE_TABLES = (
     "records", "records_fts", "records_terms", "records_term_counts", "record_sources", "record_entities",
-    "embeddings",
+    "embeddings", "passage_vectors",
     "entities", "entity_aliases", "events", "search_log", "session_turns", "sessions", "record_conflicts",
     "store_items",
 )  # fmt: skip

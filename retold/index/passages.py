@@ -1,0 +1,66 @@
+"""Passages of a long record: the pieces its dense score can come from (spec §7, issue 18).
+
+One vector for a long, many-topic record averages its topics away: a question about one
+sentence of a 900-character message scores a cosine far under the floors calibrated on short
+turns. A record longer than ``embedding.passage_chars`` is therefore also embedded in
+passages of whole sentences, packed up to that length, and its dense score in a search is
+the best of its own vector's and its passages' (retold.retrieve.retriever). The passages are
+derived from the content alone, so they are recomputed, never stored as text.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["split_passages"]
+
+_SENTENCE_END = re.compile(r"(?<=[.!?…])[\"'”’)\]]*\s+|\s*\n\s*")
+
+
+def _sentences(text: str) -> list[str]:
+    return [s.strip() for s in _SENTENCE_END.split(text) if s and s.strip()]
+
+
+def _words(sentence: str, max_chars: int) -> list[str]:
+    """A sentence longer than ``max_chars`` in pieces cut between words (a word longer than
+    that on its own is cut where it must be)."""
+    pieces: list[str] = []
+    current = ""
+    for word in sentence.split():
+        while len(word) > max_chars:
+            if current:
+                pieces.append(current)
+                current = ""
+            pieces.append(word[:max_chars])
+            word = word[max_chars:]
+        if current and len(current) + 1 + len(word) > max_chars:
+            pieces.append(current)
+            current = word
+        else:
+            current = f"{current} {word}" if current else word
+    if current:
+        pieces.append(current)
+    return pieces
+
+
+def split_passages(text: str, max_chars: int) -> list[str]:
+    """Whole sentences packed in order into passages of at most ``max_chars`` characters.
+
+    Empty when the text fits in one passage (its own vector already is that passage) or when
+    ``max_chars`` is 0 (passages off); otherwise at least two passages.
+    """
+    text = text.strip()
+    if max_chars <= 0 or len(text) <= max_chars:
+        return []
+    pieces = [p for s in _sentences(text) for p in ([s] if len(s) <= max_chars else _words(s, max_chars))]
+    passages: list[str] = []
+    current = ""
+    for piece in pieces:
+        if current and len(current) + 1 + len(piece) > max_chars:
+            passages.append(current)
+            current = piece
+        else:
+            current = f"{current} {piece}" if current else piece
+    if current:
+        passages.append(current)
+    return passages if len(passages) > 1 else []
