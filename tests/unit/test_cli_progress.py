@@ -330,7 +330,7 @@ def test_migrate_counts_the_migrations_it_applies(
 ) -> None:
     location = store_location("old.sqlite")
     asyncio.run(_at_version_7(location))
-    assert LATEST_VERSION == 10, "three migrations to apply"
+    assert LATEST_VERSION == 11, "four migrations to apply"
     calls: list[tuple[int, int]] = []
     drawn = Operation.progress
 
@@ -341,7 +341,7 @@ def test_migrate_counts_the_migrations_it_applies(
     monkeypatch.setattr(Operation, "progress", recorded)
     monkeypatch.setattr("retold.cli.common._stderr_is_terminal", lambda: True)
     shown = invoke("migrate", "--store", location)
-    assert calls == [(0, 3), (1, 3), (2, 3), (3, 3)]
-    assert "migrating" in shown.stderr and "3/3" in shown.stderr
+    assert calls == [(0, 4), (1, 4), (2, 4), (3, 4), (4, 4)]
+    assert "migrating" in shown.stderr and "4/4" in shown.stderr
     assert len(shown.stdout.splitlines()) == 1 and SUMMARY.match(shown.stdout.strip())
     assert shown.stdout.startswith(f"{location}: schema version {LATEST_VERSION} in ")
