@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import retold
 from retold.index.passages import split_passages
@@ -157,3 +159,19 @@ async def test_reembed_rebuilds_the_passages_with_the_new_model(tmp_path: Path) 
         again = await rt.store.passage_vectors_for([written.record_id], "fake-embedder", "2", 256)
         assert len(again[written.record_id]) == len(split_passages(LONG, 170))
         assert await _count(rt.store) == len(split_passages(LONG, 170))  # version 1's are gone
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(max_size=2000), max_chars=st.integers(min_value=0, max_value=400))
+def test_any_text_splits_into_bounded_passages_that_keep_its_characters_in_order(
+    text: str, max_chars: int
+) -> None:
+    passages = split_passages(text, max_chars)
+    if max_chars == 0 or len(text.strip()) <= max_chars:
+        assert passages == []
+        return
+    assert passages == [] or len(passages) >= 2
+    assert all(0 < len(p) <= max_chars for p in passages)
+    if passages:
+        # Nothing lost or reordered; only a word longer than a passage is cut in pieces.
+        assert "".join("".join(passages).split()) == "".join(text.split())
