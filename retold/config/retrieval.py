@@ -291,7 +291,7 @@ class GateConfig(_Block):
     window_floor: _Unit = Field(0.3, description=_WINDOW)
     companion_rank: _PositiveInt = Field(10, description=_COMPANION_RANK)
     standout_floor: _Unit = Field(0.3, description=_STANDOUT)
-    standout_margin: _Unit = Field(0.2, description=_STANDOUT_MARGIN)
+    standout_margin: _Unit = Field(0.22, description=_STANDOUT_MARGIN)
     auto: AutoGateConfig = Field(
         default_factory=AutoGateConfig,
         description="Replaces every floor above for host-issued (auto) searches.",
