@@ -19,6 +19,7 @@ from typing import Any, Protocol
 import anyio
 import numpy as np
 
+from retold.index.passages import best_passage_cosines
 from retold.index.vector import VectorIndex
 from retold.models import Scope
 
@@ -49,6 +50,9 @@ class DenseSearch(Protocol):
 
     async def vectors(self, record_ids: Sequence[str]) -> dict[str, np.ndarray]: ...
 
+    # A long record's best passage (retold.index.passages), for the records a search holds.
+    async def passage_cosines(self, queries: np.ndarray, record_ids: Sequence[str]) -> dict[str, float]: ...
+
 
 class Without(AbstractSet[str]):
     """``kept`` less ``dropped`` as a set view: a write excludes a few ids from a scope's
@@ -75,6 +79,7 @@ class InProcessDense:
         self._index = index
         self._store = store
         self._reload_max = incremental_reload_max
+        self._passages_at: tuple[int, bool] | None = None  # (index version, the store has passages)
 
     @property
     def is_loaded(self) -> bool:
@@ -110,6 +115,19 @@ class InProcessDense:
     async def vectors(self, record_ids: Sequence[str]) -> dict[str, np.ndarray]:
         found = {rid: self._index.vector_for(rid) for rid in record_ids}
         return {rid: vec for rid, vec in found.items() if vec is not None}
+
+    async def passage_cosines(self, queries: np.ndarray, record_ids: Sequence[str]) -> dict[str, float]:
+        """Read only from a store that has passages: whether it has any is asked again only after
+        the store changed (every write that adds passages bumps the version the index follows),
+        so a store of short records pays no query per search."""
+        version = self._index.loaded_version
+        if self._passages_at is None or self._passages_at[0] != version:
+            self._passages_at = (version, await self._store.has_passages())
+        if not self._passages_at[1] or not record_ids:
+            return {}
+        index = self._index
+        blobs = await self._store.passage_vectors_for(record_ids, index.model, index.version, index.dims)
+        return best_passage_cosines(blobs, queries, index.dims) if blobs else {}
 
 
 class StoreDense:
@@ -164,6 +182,12 @@ class StoreDense:
             vector, scope, record_type, now=now, exclude=exclude, about=about, k=k,
             model=self._model, version=self._version, settings=self._settings,
         )  # fmt: skip
+
+    async def passage_cosines(self, queries: np.ndarray, record_ids: Sequence[str]) -> dict[str, float]:
+        if not record_ids:
+            return {}
+        blobs = await self._store.passage_vectors_for(record_ids, self._model, self._version, self._dims)
+        return best_passage_cosines(blobs, queries, self._dims) if blobs else {}
 
     async def vectors(self, record_ids: Sequence[str]) -> dict[str, np.ndarray]:
         blobs = await self._store.vectors_for(record_ids, self._model, self._version, self._dims)

@@ -11,8 +11,11 @@ derived from the content alone, so they are recomputed, never stored as text.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 
-__all__ = ["split_passages"]
+import numpy as np
+
+__all__ = ["best_passage_cosines", "split_passages"]
 
 _SENTENCE_END = re.compile(r"(?<=[.!?…])[\"'”’)\]]*\s+|\s*\n\s*")
 
@@ -64,3 +67,18 @@ def split_passages(text: str, max_chars: int) -> list[str]:
     if current:
         passages.append(current)
     return passages if len(passages) > 1 else []
+
+
+def best_passage_cosines(
+    blobs: Mapping[str, Sequence[bytes]], qvecs: np.ndarray, dims: int
+) -> dict[str, float]:
+    """Each record's best cosine over its passages and the queries (L2-normalised vectors),
+    rounded as the vector index rounds."""
+    best: dict[str, float] = {}
+    queries = np.asarray(qvecs, dtype=np.float32).reshape(-1, dims)
+    for record_id, rows in blobs.items():
+        if not rows:
+            continue
+        matrix = np.frombuffer(b"".join(rows), dtype=np.float32).reshape(len(rows), dims)
+        best[record_id] = round(float((matrix @ queries.T).max()), 6) + 0.0
+    return best

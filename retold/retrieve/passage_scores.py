@@ -1,33 +1,17 @@
 """A long record's dense score is its best passage's when that beats its own vector's.
 
-The passages (retold.index.passages) are embedded when the record is written; a search reads
-the passage vectors of the records it already has in hand (the three channels' candidates,
-then the context pass's) and lifts their cosines here, before fusion, so the dense ranking,
-the gate, the search log and every replay see one dense score per record.
+The passages (retold.index.passages) are embedded when the record is written; a search asks
+the dense service for the best passage cosines of the records it already has in hand (the
+three channels' candidates, then the context pass's) and lifts their cosines here, before
+fusion, so the dense ranking, the gate, the search log and every replay see one dense score
+per record.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-import numpy as np
-
-__all__ = ["best_passage_cosines", "lift", "ranked"]
-
-
-def best_passage_cosines(
-    blobs: Mapping[str, Sequence[bytes]], qvecs: np.ndarray, dims: int
-) -> dict[str, float]:
-    """Each record's best cosine over its passages and the queries (L2-normalised vectors),
-    rounded as the vector index rounds."""
-    best: dict[str, float] = {}
-    queries = np.asarray(qvecs, dtype=np.float32).reshape(-1, dims)
-    for record_id, rows in blobs.items():
-        if not rows:
-            continue
-        matrix = np.frombuffer(b"".join(rows), dtype=np.float32).reshape(len(rows), dims)
-        best[record_id] = round(float((matrix @ queries.T).max()), 6) + 0.0
-    return best
+__all__ = ["lift", "ranked"]
 
 
 def lift(pairs: Iterable[tuple[str, float]], best: Mapping[str, float]) -> list[tuple[str, float]]:

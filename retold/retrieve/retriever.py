@@ -43,7 +43,7 @@ from retold.retrieve.freshness import apply_freshness
 from retold.retrieve.fusion import fuse, logged_flags
 from retold.retrieve.gate import GateSubject, empty_reason, gate
 from retold.retrieve.lexical import lexical_search
-from retold.retrieve.passage_scores import best_passage_cosines, lift, ranked
+from retold.retrieve.passage_scores import lift, ranked
 from retold.retrieve.query_focus import without_mentions
 from retold.retrieve.query_kind import asks
 from retold.retrieve.rewrite import rewrite_stage
@@ -346,12 +346,9 @@ async def _passage_cosines(
     services: SearchServices, run: SearchRun, record_ids: list[str]
 ) -> dict[str, float]:
     """The best passage cosine of each of these records that has passages (retold.index.passages)."""
-    embedder = services.embedder
     if run.qvecs is None or not record_ids or not services.config.embedding.passage_chars:
         return {}
-    dims = int(embedder.dims)
-    blobs = await services.store.passage_vectors_for(record_ids, embedder.name, embedder.version, dims)
-    return best_passage_cosines(blobs, run.qvecs, dims) if blobs else {}
+    return await services.dense.passage_cosines(run.qvecs, record_ids)
 
 
 async def _load_facts(services: SearchServices, run: SearchRun, record_ids: list[str]) -> None:

@@ -125,6 +125,10 @@ class VectorsMixin:
         )
         return {r[0]: bytes(r[1]) for r in rows}
 
+    async def has_passages(self) -> bool:
+        """Whether any record has passage vectors (a store of short records has none)."""
+        return bool(await self.db.fetchval("SELECT EXISTS (SELECT 1 FROM passage_vectors)"))
+
     async def passage_vectors_for(
         self, record_ids: Sequence[str], model: str, version: str, dims: int
     ) -> dict[str, list[bytes]]:

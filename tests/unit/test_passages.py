@@ -12,11 +12,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import retold
-from retold.index.passages import split_passages
+from retold.index.passages import best_passage_cosines, split_passages
 from retold.ingest.write.request import WriteRequest
 from retold.models import SearchRequest
 from retold.retrieve.fusion import read_flags
-from retold.retrieve.passage_scores import best_passage_cosines, lift, ranked
+from retold.retrieve.passage_scores import lift, ranked
 from retold.retrieve.replay import replay_gate
 from retold.testing import FakeClock, FakeEmbedder, FakeJudge
 
@@ -175,3 +175,33 @@ def test_any_text_splits_into_bounded_passages_that_keep_its_characters_in_order
     if passages:
         # Nothing lost or reordered; only a word longer than a passage is cut in pieces.
         assert "".join("".join(passages).split()) == "".join(text.split())
+
+
+async def test_a_store_of_short_records_reads_no_passages_per_search(tmp_path: Path) -> None:
+    world = await make_world(tmp_path / "short.sqlite")
+    rt, p = world.rt, world.p
+    try:
+        asked: list[int] = []
+        has_passages = rt.store.has_passages
+
+        async def counted() -> bool:
+            asked.append(1)
+            return await has_passages()
+
+        rt.store.has_passages = counted  # type: ignore[method-assign]
+        for n in range(3):
+            await rt.host.ingest(p, WriteRequest(
+                type="episodic", content=f"Watered the garden, note {n}.", scope=p.user_scope,
+                source_kind="user_statement", trusted=True,
+            ))  # fmt: skip
+        for _ in range(3):
+            await rt.search(p, SearchRequest(queries=["garden"]))
+        assert len(asked) == 1  # asked once for the store's version, not once per search
+        written = await rt.host.ingest(p, WriteRequest(
+            type="episodic", content=LONG, scope=p.user_scope, source_kind="user_statement", trusted=True,
+        ))  # fmt: skip
+        assert written.ok
+        response = await rt.search(p, SearchRequest(queries=["cathedral early service"], gate=False))
+        assert len(asked) == 2 and written.record_id in {r.record.id for r in response.results}
+    finally:
+        await rt.close()
