@@ -52,7 +52,7 @@ async def test_postgres_databases_at_version_7_migrate_to_the_latest() -> None:
     """SQLite's path from 7 is in tests/unit/test_migrations.py; this is PostgreSQL's."""
     url = fresh_database()
     store = await Store.open(url)
-    for table in ("activation_reviews", "record_activation", "store_items"):
+    for table in ("passage_vectors", "activation_reviews", "record_activation", "store_items"):
         await store.db.execute_atomic(f"DROP TABLE {table}")
     await store.db.execute_atomic("DELETE FROM schema_migrations WHERE version >= 8")
     await store.close()

@@ -318,7 +318,7 @@ async def _at_version_7(location: Path | str) -> None:
         return
     store = await Store.open(location)  # PostgreSQL's tables start at its baseline, version 7
     try:
-        for table in ("activation_reviews", "record_activation", "store_items"):
+        for table in ("passage_vectors", "activation_reviews", "record_activation", "store_items"):
             await store.db.execute_atomic(f"DROP TABLE {table}")
         await store.db.execute_atomic("DELETE FROM schema_migrations WHERE version >= 8")
     finally:
