@@ -139,6 +139,28 @@ class _StoreChanged(Exception):
         self.stale = stale
 
 
+async def _embed_with_passages(
+    embedder: Any, texts: list[str], passage_chars: int
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Each text's vector and its passages' (none for a short text; retold.index.passages), all
+    in one model call."""
+    from retold.index.embedder import embed_documents
+
+    pieces = [[text, *split_passages(text, passage_chars)] for text in texts]
+    flat = [piece for record_pieces in pieces for piece in record_pieces]
+    vectors = np.asarray(await embed_documents(embedder, flat), np.float32)
+    dims = int(embedder.dims)
+    if vectors.shape != (len(flat), dims):
+        raise StoreError(
+            f"the embedder returned vectors of shape {vectors.shape}, expected ({len(flat)}, {dims})"
+        )
+    out, at = [], 0
+    for record_pieces in pieces:
+        out.append((vectors[at], vectors[at + 1 : at + len(record_pieces)]))
+        at += len(record_pieces)
+    return out
+
+
 class Operations:
     """Maintenance and inspection over one store.
 
@@ -403,7 +425,6 @@ class Operations:
         if not isinstance(batch_size, int) or batch_size < 1:
             raise InvalidArgumentError(f"batch_size must be a positive integer, got {batch_size!r}")
         await self._refuse_uncalibrated(model, version)
-        from retold.index.embedder import embed_documents
 
         store = self._store
         dims = int(embedder.dims)
@@ -415,20 +436,9 @@ class Operations:
         for _attempt in range(_STALE_ATTEMPTS):
             for start in range(0, len(pending), batch_size):
                 chunk = pending[start : start + batch_size]
-                # Each record's text, then its passages' (a long record's), in one model call.
-                pieces = [[text, *split_passages(text, passage_chars)] for _, text in chunk]
-                texts = [piece for record_pieces in pieces for piece in record_pieces]
-                vectors = np.asarray(await embed_documents(embedder, texts), np.float32)
-                if vectors.shape != (len(texts), dims):
-                    raise StoreError(
-                        f"the embedder returned vectors of shape {vectors.shape}, "
-                        f"expected ({len(texts)}, {dims})"
-                    )
-                at = 0
-                for (record_id, text), record_pieces in zip(chunk, pieces, strict=True):
-                    rows = vectors[at : at + len(record_pieces)]
-                    embedded[record_id] = (text, rows[0].tobytes(), [v.tobytes() for v in rows[1:]])
-                    at += len(record_pieces)
+                rows = await _embed_with_passages(embedder, [text for _, text in chunk], passage_chars)
+                for (record_id, text), (vector, passages) in zip(chunk, rows, strict=True):
+                    embedded[record_id] = (text, vector.tobytes(), [v.tobytes() for v in passages])
                 batches += 1
                 done += len(chunk)
                 _report(progress, done, total)
@@ -565,19 +575,15 @@ class Operations:
         return done
 
     async def _reembed_records(self, record_ids: list[str]) -> str:
-        from retold.index.embedder import embed_documents
 
         embedder = self._require_embedder()
         store = self._store
         records = [r for r in await store.get_records(record_ids) if r.content]
-        vectors = await embed_documents(embedder, [r.content for r in records])
-        passages: list[np.ndarray | None] = []
-        for record in records:  # before the transaction: no model call holds the write lock
-            texts = split_passages(record.content, self._config.embedding.passage_chars)
-            passages.append(np.asarray(await embed_documents(embedder, texts), np.float32) if texts else None)
+        passage_chars = self._config.embedding.passage_chars
+        rows = await _embed_with_passages(embedder, [r.content for r in records], passage_chars)
         async with store.transaction():
-            for record, vector, rows in zip(records, vectors, passages, strict=True):
-                await store.put_embedding(record.id, embedder.name, embedder.version, vector, rows)
+            for record, (vector, passages) in zip(records, rows, strict=True):
+                await store.put_embedding(record.id, embedder.name, embedder.version, vector, passages)
         ids = ", ".join(r.id for r in records)
         return f"re-embedded {len(records)} record(s) with {embedder.name} version {embedder.version}: {ids}"
 

@@ -11,7 +11,7 @@ derived from the content alone, so they are recomputed, never stored as text.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -24,26 +24,27 @@ def _sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE_END.split(text) if s and s.strip()]
 
 
+def _pack(pieces: Iterable[str], max_chars: int) -> list[str]:
+    """Pieces of at most ``max_chars`` joined by spaces, in order, greedily into runs of at most
+    ``max_chars``."""
+    packed: list[str] = []
+    current = ""
+    for piece in pieces:
+        if current and len(current) + 1 + len(piece) > max_chars:
+            packed.append(current)
+            current = piece
+        else:
+            current = f"{current} {piece}" if current else piece
+    if current:
+        packed.append(current)
+    return packed
+
+
 def _words(sentence: str, max_chars: int) -> list[str]:
     """A sentence longer than ``max_chars`` in pieces cut between words (a word longer than
     that on its own is cut where it must be)."""
-    pieces: list[str] = []
-    current = ""
-    for word in sentence.split():
-        while len(word) > max_chars:
-            if current:
-                pieces.append(current)
-                current = ""
-            pieces.append(word[:max_chars])
-            word = word[max_chars:]
-        if current and len(current) + 1 + len(word) > max_chars:
-            pieces.append(current)
-            current = word
-        else:
-            current = f"{current} {word}" if current else word
-    if current:
-        pieces.append(current)
-    return pieces
+    cut = (word[i : i + max_chars] for word in sentence.split() for i in range(0, len(word), max_chars))
+    return _pack(cut, max_chars)
 
 
 def split_passages(text: str, max_chars: int) -> list[str]:
@@ -55,17 +56,8 @@ def split_passages(text: str, max_chars: int) -> list[str]:
     text = text.strip()
     if max_chars <= 0 or len(text) <= max_chars:
         return []
-    pieces = [p for s in _sentences(text) for p in ([s] if len(s) <= max_chars else _words(s, max_chars))]
-    passages: list[str] = []
-    current = ""
-    for piece in pieces:
-        if current and len(current) + 1 + len(piece) > max_chars:
-            passages.append(current)
-            current = piece
-        else:
-            current = f"{current} {piece}" if current else piece
-    if current:
-        passages.append(current)
+    pieces = (p for s in _sentences(text) for p in ([s] if len(s) <= max_chars else _words(s, max_chars)))
+    passages = _pack(pieces, max_chars)
     return passages if len(passages) > 1 else []
 
 
