@@ -434,6 +434,7 @@ class Candidate:
     in_context: bool = False  # in the same-day context pass (retold.retrieve.context)
     in_window: bool = False  # its event time lies in a date window the query names (time_window)
     from_passage: bool = False  # its dense score is its best passage's (retold.index.passages)
+    other_subject: bool = False  # about someone else than the query names (retold.retrieve.subjects)
 
 
 @dataclass

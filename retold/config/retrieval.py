@@ -397,6 +397,15 @@ class RetrievalConfig(_Block):
             "can. The search log records the dense query text. true or false."
         ),
     )
+    subject_weight: _Unit = Field(
+        0.25,
+        description=(
+            "Weight in fusion of the similarity lists (dense, context, neighbours) for a record about "
+            "someone else than the query names: an 'about' link to an entity of a named entity's kind "
+            "and none to a named entity or the searcher (retold.retrieve.subjects); its word and entity "
+            "matches count in full. 1 turns the preference off. In [0, 1]."
+        ),
+    )
     time_windows: bool = Field(
         True,
         description=(

@@ -111,6 +111,8 @@ class QueryEntities:
     selective: dict[str, list[str]]  # alias -> entity ids that select records (the entity channel)
     broad: set[str]  # entity ids named but linked to too many eligible records to select
     unselective: frozenset[str] = frozenset()  # aliases naming only the searcher or broad entities
+    named: frozenset[str] = frozenset()  # every entity id the query names, but the searcher's own
+    own: frozenset[str] = frozenset()  # the searcher's own person entities
 
 
 async def selective_aliases(
@@ -143,7 +145,8 @@ async def selective_aliases(
         broad = broad_entities(counts, len(eligible), k, max_share)
     dropped = own | broad
     unselective = frozenset(a for a, ids in resolved.items() if ids and all(e in dropped for e in ids))
-    return QueryEntities(without_entities(aliases, broad), broad, unselective)
+    named = frozenset(e for ids in aliases.values() for e in ids)
+    return QueryEntities(without_entities(aliases, broad), broad, unselective, named, frozenset(own))
 
 
 @dataclass(frozen=True)

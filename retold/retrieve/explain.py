@@ -23,6 +23,8 @@ def summary_line(candidate: Candidate, rerank: tuple[int, int, float] | None) ->
     line = "matched: " + (", ".join(parts) or "conflict counterpart") + f"; fused rank {candidate.fused_rank}"
     if candidate.freshness_multiplier is not None and candidate.freshness_multiplier < 0.999:
         line += f"; freshness x{candidate.freshness_multiplier:.2f}"
+    if candidate.other_subject:
+        line += "; weighed down: about someone else than the query names"
     if rerank is not None:
         line += f"; reranked {rerank[0]}->{rerank[1]} ({rerank[2]:.2f})"
     gate = candidate.gate_reason or ""

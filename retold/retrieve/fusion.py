@@ -8,7 +8,7 @@ nothing and the others still rank.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from retold.models import Candidate, GeneratorHit, LexicalMatch
@@ -16,13 +16,14 @@ from retold.models import Candidate, GeneratorHit, LexicalMatch
 __all__ = ["Flags", "assemble", "fuse", "logged_flags", "read_flags", "rrf"]
 
 
-CONTEXT_FLAG, WINDOW_FLAG, PASSAGE_FLAG = 1, 2, 4  # bits of a fused log row's optional fourth item
+CONTEXT_FLAG, WINDOW_FLAG, PASSAGE_FLAG, SUBJECT_FLAG = 1, 2, 4, 8  # bits of a fused log row's fourth item
 
 
 class Flags(NamedTuple):
     in_context: bool  # found by the same-day context pass or as a neighbour
     in_window: bool  # its event time lies inside the query's dates
     from_passage: bool  # its dense score is its best passage's (retold.index.passages)
+    other_subject: bool  # about someone else than the query names (retold.retrieve.subjects)
 
 
 def logged_flags(candidate: Candidate) -> list[int]:
@@ -32,6 +33,7 @@ def logged_flags(candidate: Candidate) -> list[int]:
         (CONTEXT_FLAG if candidate.in_context else 0)
         | (WINDOW_FLAG if candidate.in_window else 0)
         | (PASSAGE_FLAG if candidate.from_passage else 0)
+        | (SUBJECT_FLAG if candidate.other_subject else 0)
     )
     return [flags] if flags else []
 
@@ -39,7 +41,7 @@ def logged_flags(candidate: Candidate) -> list[int]:
 def read_flags(row: Sequence[Any]) -> Flags:
     """The :class:`Flags` of a logged fused row; anything but an int reads as none."""
     flags = row[3] if len(row) > 3 and isinstance(row[3], int) else 0
-    return Flags(bool(flags & CONTEXT_FLAG), bool(flags & WINDOW_FLAG), bool(flags & PASSAGE_FLAG))
+    return Flags(*(bool(flags & bit) for bit in (CONTEXT_FLAG, WINDOW_FLAG, PASSAGE_FLAG, SUBJECT_FLAG)))
 
 
 def rrf(
@@ -64,6 +66,8 @@ def fuse(
     context_weight: float = 1.0,
     neighbours: Sequence[tuple[str, float]] = (),
     neighbour_weight: float = 1.0,
+    other_subject: Collection[str] = (),
+    subject_weight: float = 1.0,
 ) -> list[Candidate]:
     """Candidates carrying every generator's rank and score, ordered by fused score.
 
@@ -72,14 +76,21 @@ def fuse(
     the dense channel's second pass (:mod:`retold.retrieve.context`), fused as a list of its
     own at ``context_weight``, and ``neighbours`` (the records beside the best matches, in
     the order of the matches) at ``neighbour_weight``; their records not already dense hits
-    carry dense ranks after them, context first (as the search log writes them).
+    carry dense ranks after them, context first (as the search log writes them). For a record
+    in ``other_subject`` (about someone else than the query names, :mod:`retold.retrieve.
+    subjects`) what similarity gave (the dense, context and neighbour lists) counts
+    ``subject_weight`` times; its word and entity matches count in full.
     """
     scores = rrf(
-        [[d[0] for d in dense], [x[0] for x in lexical], [e[0] for e in entity], [c[0] for c in context],
-         [n[0] for n in neighbours]],
+        [[d[0] for d in dense], [c[0] for c in context], [n[0] for n in neighbours]],
         k,
-        [1.0, 1.0, 1.0, context_weight, neighbour_weight],
+        [1.0, context_weight, neighbour_weight],
     )  # fmt: skip
+    for rid in other_subject:
+        if rid in scores:
+            scores[rid] *= subject_weight
+    for rid, score in rrf([[x[0] for x in lexical], [e[0] for e in entity]], k).items():
+        scores[rid] = scores.get(rid, 0.0) + score
     dense_hits = {rid: GeneratorHit(rank, cos) for rank, (rid, cos) in enumerate(dense, start=1)}
     for rid, cos in (*context, *neighbours):
         dense_hits.setdefault(rid, GeneratorHit(len(dense_hits) + 1, cos))
@@ -96,9 +107,10 @@ def fuse(
     ordered = sorted(scores, key=lambda rid: (-scores[rid], best_rank(rid), rid))
     in_context = {c[0] for c in (*context, *neighbours)}
     return [
-        assemble(rid, rank, scores[rid], dense_hits, lexical_hits, entity_hits, in_context=rid in in_context)
+        assemble(rid, rank, scores[rid], dense_hits, lexical_hits, entity_hits, in_context=rid in in_context,
+                 other_subject=rid in other_subject)
         for rank, rid in enumerate(ordered, start=1)
-    ]
+    ]  # fmt: skip
 
 
 Hits = Mapping[str, tuple[GeneratorHit, Any]]
@@ -116,6 +128,7 @@ def assemble(
     in_context: bool = False,
     in_window: bool = False,
     from_passage: bool = False,
+    other_subject: bool = False,
 ) -> Candidate:
     """One candidate from the generators' hits; also how a logged search is rebuilt for replay."""
     lex = lexical.get(record_id)
@@ -136,6 +149,7 @@ def assemble(
         in_context=in_context,
         in_window=in_window,
         from_passage=from_passage,
+        other_subject=other_subject,
         rerank_score=None,
         rank_after_rerank=None,
     )

@@ -48,6 +48,7 @@ from retold.retrieve.query_focus import without_mentions
 from retold.retrieve.query_kind import asks
 from retold.retrieve.rewrite import rewrite_stage
 from retold.retrieve.search_log import log_row
+from retold.retrieve.subjects import about_someone_else
 from retold.retrieve.time_window import TimeWindow, eligible_within, interleave, query_windows
 from retold.util import new_id
 
@@ -123,6 +124,10 @@ class SearchRun:
     snippets: dict[str, str] = field(default_factory=dict)  # short text of candidates not loaded whole
     prefetch_ms: float = 0.0
     broad_entities: list[str] = field(default_factory=list)  # named, but too broad to select
+    named: dict[str, str] = field(default_factory=dict)  # entity id -> kind, for those the query names
+    own_entities: frozenset[str] = frozenset()  # the searcher's own person entities
+    about_read: set[str] = field(default_factory=set)  # candidates whose 'about' links were read
+    other_subject: set[str] = field(default_factory=set)  # about someone else (retold.retrieve.subjects)
     subjects: dict[str, GateSubject] = field(default_factory=dict)
     kept: list[Candidate] = field(default_factory=list)
     gated_out: list[tuple[str, str]] = field(default_factory=list)
@@ -299,6 +304,9 @@ async def generate(services: SearchServices, run: SearchRun) -> None:
             raise
         named.set_result(entities)
         run.broad_entities = sorted(entities.broad)
+        if entities.named and cfg.subject_weight < 1.0:
+            run.named = await services.store.entity_kinds(entities.named)
+            run.own_entities = entities.own
         aliases = entities.selective
         alias_set = frozenset(aliases)
         run.lexical = await lexical_search(
@@ -382,6 +390,7 @@ async def in_time_windows(services: SearchServices, run: SearchRun) -> set[str]:
 async def _fuse(services: SearchServices, run: SearchRun) -> list[Candidate]:
     """Fuse the generators' lists (and any context pass), keep the eligible, load their facts."""
     cfg = services.config.retrieval
+    await _read_subjects(services, run)
     fused = fuse(
         run.dense,
         [(h.record_id, h.bm25, h.match) for h in run.lexical],
@@ -391,6 +400,8 @@ async def _fuse(services: SearchServices, run: SearchRun) -> list[Candidate]:
         context_weight=cfg.context_weight,
         neighbours=run.neighbours,
         neighbour_weight=cfg.neighbour_weight,
+        other_subject=run.other_subject,
+        subject_weight=cfg.subject_weight,
     )
     # Hard isolation invariant: nothing outside the eligible set goes any further.
     fused = [c for c in fused if c.record_id in run.eligible]
@@ -401,6 +412,18 @@ async def _fuse(services: SearchServices, run: SearchRun) -> list[Candidate]:
     # Loaded during generate, but for the context pass's hits.
     await _load_facts(services, run, [c.record_id for c in fused])
     return [c for c in fused if c.record_id in run.subjects]
+
+
+async def _read_subjects(services: SearchServices, run: SearchRun) -> None:
+    """Which of the lists' records not read yet are about someone else than the query names."""
+    if not run.named:
+        return
+    lists = (run.dense, run.context, run.neighbours, [(h.record_id,) for h in (*run.lexical, *run.entity)])
+    ids = [hit[0] for hits in lists for hit in hits if hit[0] not in run.about_read]
+    if ids:
+        run.about_read.update(ids)
+        about = await services.store.about_entities(ids)
+        run.other_subject |= about_someone_else(about, run.named, run.own_entities)
 
 
 async def _beside_the_best(services: SearchServices, run: SearchRun, fused: list[Candidate]) -> bool:

@@ -80,6 +80,15 @@ class EntitiesMixin:
             return None
         return entity_from_row(row, await self._aliases_of(entity_id))
 
+    async def entity_kinds(self, entity_ids: Iterable[str]) -> dict[str, str]:
+        """entity id -> kind, for the ids that exist."""
+        ids = list(dict.fromkeys(entity_ids))
+        if not ids:
+            return {}
+        marks = ", ".join("?" * len(ids))
+        rows = await self.db.fetchall(f"SELECT id, kind FROM entities WHERE id IN ({marks})", ids)
+        return {r[0]: r[1] for r in rows}
+
     async def require_entity(self, entity_id: str) -> Entity:
         entity = await self.get_entity(entity_id)
         if entity is None:

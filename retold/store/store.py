@@ -291,6 +291,24 @@ class Store(
                 found[rid] = RecordFacts(kind, source_kind, parse_ts(event_at), text)  # type: ignore[arg-type]
         return found
 
+    async def about_entities(self, record_ids: Iterable[str]) -> dict[str, list[tuple[str, str]]]:
+        """record_id -> the (entity id, kind) pairs it is ``about``, for the records that have any."""
+        ids = list(dict.fromkeys(record_ids))
+        found: dict[str, list[tuple[str, str]]] = {}
+        for start in range(0, len(ids), _IN_LIST_MAX):
+            chunk = ids[start : start + _IN_LIST_MAX]
+            marks = ", ".join("?" * len(chunk))
+            rows = await self.db.fetchall(
+                f"""SELECT l.record_id, l.entity_id, e.kind FROM record_entities l
+                      JOIN entities e ON e.id = l.entity_id
+                     WHERE l.record_id IN ({marks}) AND l.role = 'about'
+                     ORDER BY l.record_id, l.entity_id""",
+                chunk,
+            )
+            for record_id, entity_id, kind in rows:
+                found.setdefault(record_id, []).append((entity_id, kind))
+        return found
+
     async def get_records(self, record_ids: Iterable[str]) -> list[Record]:
         """Records by id, in the order given (unknown ids are skipped)."""
         ids = list(dict.fromkeys(record_ids))
