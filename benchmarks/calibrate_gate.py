@@ -489,7 +489,13 @@ class Table:
         # Companions near the top of an answered search (gate._companion_passes).
         answered = np.bincount(self.sid[step1], minlength=self.n) > 0
         near = self.position <= floors.companion_rank
-        step1 |= context | (allowed & answered[self.sid] & near & (self.dense >= floors.companion_floor))
+        floor = np.where(
+            self.in_context | self.in_window,
+            min(floors.companion_floor, floors.companion_beside_floor),
+            floors.companion_floor,
+        )
+        companion = floors.companion_floor < 1.0
+        step1 |= context | (allowed & answered[self.sid] & near & companion & (self.dense >= floor))
         key = self.sid * 4 + self.nch
         top = np.zeros(self.n * 4)
         np.maximum.at(top, key[step1], self.score[step1])

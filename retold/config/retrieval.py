@@ -142,6 +142,12 @@ _COMPANION = (
     "is at least this; it can enlarge an answer, never make an empty one non-empty. 1 turns it off. "
     "In [0, 1]."
 )
+_COMPANION_BESIDE = (
+    "The cosine a companion (gate.companion_floor) needs when it entered the ranking beside the best "
+    "matches (the same-day context pass or the neighbours) or inside a date window the query names: "
+    "its place came from the answer's day or the query's dates, which its own words need not share. "
+    "The lower of this and gate.companion_floor applies to it. In [0, 1]."
+)
 _WINDOW = (
     "A candidate whose event time lies inside a date window the query names (retrieval.time_windows: "
     '"on 4 May", "in October 2023", "last week") passes when its cosine is at least this: the '
@@ -201,6 +207,7 @@ class AutoGateConfig(_Block):
     relative_floor: _Unit = Field(0.0, description=_RELATIVE)
     context_floor: _Unit = Field(0.3, description=_CONTEXT)
     companion_floor: _Unit = Field(0.3, description=_COMPANION)
+    companion_beside_floor: _Unit = Field(0.3, description=_COMPANION_BESIDE)
     window_floor: _Unit = Field(0.4, description=_WINDOW)
     companion_rank: _PositiveInt = Field(10, description=_COMPANION_RANK)
     standout_floor: _Unit = Field(0.4, description=_STANDOUT)
@@ -233,6 +240,7 @@ class GateFloors:
     query_kind: str = "any"  # "question" or "statement" for auto floors, which depend on it
     context_floor: float = 1.0  # lowest cosine for a context candidate beside a survivor
     companion_floor: float = 1.0  # lowest cosine for a top-ranked candidate of an answered search
+    companion_beside_floor: float = 1.0  # the same for one found beside the best or inside the dates
     companion_rank: int = 10  # how deep in the fused ranking companion_floor reaches
     window_floor: float = 1.0  # lowest cosine for a candidate inside the query's date window
     standout_floor: float = 1.0  # lowest cosine for a match that stands out of the search's others
@@ -249,6 +257,7 @@ class GateFloors:
             query_kind=self.query_kind,
             context_floor=0.0,
             companion_floor=0.0,
+            companion_beside_floor=0.0,
             companion_rank=self.companion_rank,
             window_floor=0.0,
             standout_floor=0.0,
@@ -268,6 +277,7 @@ class GateFloors:
             "relative_floor": self.relative_floor,
             "context_floor": self.context_floor,
             "companion_floor": self.companion_floor,
+            "companion_beside_floor": self.companion_beside_floor,
             "companion_rank": self.companion_rank,
             "window_floor": self.window_floor,
             "standout_floor": self.standout_floor,
@@ -288,6 +298,7 @@ class GateConfig(_Block):
     relative_floor: _Unit = Field(0.0, description=_RELATIVE)
     context_floor: _Unit = Field(0.2, description=_CONTEXT)
     companion_floor: _Unit = Field(0.2, description=_COMPANION)
+    companion_beside_floor: _Unit = Field(0.0, description=_COMPANION_BESIDE)
     window_floor: _Unit = Field(0.3, description=_WINDOW)
     companion_rank: _PositiveInt = Field(10, description=_COMPANION_RANK)
     standout_floor: _Unit = Field(0.3, description=_STANDOUT)
@@ -316,6 +327,7 @@ class GateConfig(_Block):
                 query_kind="question" if asks else "statement",
                 context_floor=auto.context_floor,
                 companion_floor=auto.companion_floor,
+                companion_beside_floor=auto.companion_beside_floor,
                 companion_rank=auto.companion_rank,
                 window_floor=auto.window_floor if asks else 1.0,
                 standout_floor=auto.standout_floor if asks else 1.0,
@@ -330,6 +342,7 @@ class GateConfig(_Block):
                 exclude_source_kinds=(),
                 context_floor=self.context_floor,
                 companion_floor=self.companion_floor,
+                companion_beside_floor=self.companion_beside_floor,
                 companion_rank=self.companion_rank,
                 window_floor=self.window_floor,
                 standout_floor=self.standout_floor,

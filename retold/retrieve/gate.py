@@ -9,13 +9,14 @@ passes when a survivor shares its event day and its cosine reaches ``context_flo
 can enlarge an answer, never turn an empty one into a non-empty one. So can a *companion*:
 once some candidate has cleared a floor, one ranked among the first ``companion_rank`` of the
 fused list passes at a cosine of ``companion_floor`` (a floor that decides how much of an
-answer to give, not whether to answer). A *standout* passes step 1 on the query's own score
-distribution: a cosine of at least ``standout_floor`` that lies ``standout_margin`` above the
-mean of the dense channel's other matches, so a record that clearly answers beats a floor set
-for another length or phrasing of text (long records score lower cosines on every query).
-Step 3 explains an empty result by naming every floor the best candidate missed. Every
-dropped candidate carries the step and floor that dropped it, so a logged search can be
-replayed offline with other floors (:func:`replay`).
+answer to give, not whether to answer), or of ``companion_beside_floor`` when its place came
+from the answer's day or the query's dates rather than its words. A *standout* passes step 1
+on the query's own score distribution: a cosine of at least ``standout_floor`` that lies
+``standout_margin`` above the mean of the dense channel's other matches, so a record that
+clearly answers beats a floor set for another length or phrasing of text (long records score
+lower cosines on every query). Step 3 explains an empty result by naming every floor the best
+candidate missed. Every dropped candidate carries the step and floor that dropped it, so a
+logged search can be replayed offline with other floors (:func:`replay`).
 """
 
 from __future__ import annotations
@@ -242,18 +243,29 @@ def _companion_passes(
     if floors.companion_floor >= 1.0:
         return set()
     rank = {c.record_id: i for i, c in enumerate(candidates[: floors.companion_rank], start=1)}
+    beside_floor = min(floors.companion_floor, floors.companion_beside_floor)
     passed: set[str] = set()
     for candidate in missed:
         position, dense = rank.get(candidate.record_id), candidate.dense
         if position is None or candidate.record_id in rescued or dense is None:
             continue
-        if dense.score >= floors.companion_floor:
+        where = _beside(candidate)
+        floor = beside_floor if where else floors.companion_floor
+        if dense.score >= floor:
             candidate.gate_reason = (
-                f"companion: fused rank {position}, dense {dense.score:.2f} >= "
-                f"{floors.companion_floor:.2f} in an answered search"
+                f"companion: fused rank {position}, dense {dense.score:.2f} >= {floor:.2f}{where} "
+                "in an answered search"
             )
             passed.add(candidate.record_id)
     return passed
+
+
+def _beside(candidate: Candidate) -> str:
+    """Where a candidate's place came from when not from its own words: the answer's day (the
+    context pass, the neighbours) or the query's dates; empty otherwise."""
+    if candidate.in_context:
+        return " beside the best matches"
+    return " inside the query's dates" if candidate.in_window else ""
 
 
 def empty_reason(

@@ -33,6 +33,7 @@ FLOOR_FIELDS: tuple[tuple[str, str], ...] = (
     ("relative_floor", "relative floor (share of the best score)"),
     ("context_floor", "context floor (cosine beside a survivor)"),
     ("companion_floor", "companion floor (cosine near the top of an answered search)"),
+    ("companion_beside_floor", "companion floor beside the best matches or inside the query's dates"),
     ("companion_rank", "companion rank (how deep the companion floor reaches)"),
     ("window_floor", "window floor (cosine inside the query's dates)"),
     ("standout_floor", "standout floor (cosine of a match that stands out of the others)"),

@@ -253,6 +253,41 @@ def test_a_companion_passes_near_the_top_of_an_answered_search_and_never_alone()
     assert [c.record_id for c in gate([answer, near], subjects, off)[0]] == ["answer"]
 
 
+def test_a_companion_found_beside_the_answer_or_inside_the_dates_needs_no_cosine_of_its_own() -> None:
+    floors = dataclasses.replace(
+        FLOORS, companion_floor=0.2, companion_beside_floor=0.0, companion_rank=4, relative_floor=0.0
+    )
+    answer = cand("answer", dense=0.9, score=0.3)
+    neighbour, dated, plain = (
+        cand("neighbour", dense=0.12),
+        cand("dated", dense=0.05),
+        cand("plain", dense=0.12),
+    )
+    neighbour.in_context, dated.in_window = True, True
+    subjects = dict.fromkeys(("answer", "neighbour", "dated", "plain"), EPI)
+    kept, out = gate([answer, neighbour, dated, plain], subjects, floors)
+    assert [c.record_id for c in kept] == ["answer", "neighbour", "dated"]
+    assert neighbour.gate_reason == (
+        "companion: fused rank 2, dense 0.12 >= 0.00 beside the best matches in an answered search"
+    )
+    assert dated.gate_reason == (
+        "companion: fused rank 3, dense 0.05 >= 0.00 inside the query's dates in an answered search"
+    )
+    assert [r for r, _ in out] == ["plain"]  # its place came from its words: companion_floor holds
+    # Still never alone, and never past companion_rank.
+    assert gate([neighbour, dated], subjects, floors)[0] == []
+    shallow = dataclasses.replace(floors, companion_rank=2)
+    assert [c.record_id for c in gate([answer, neighbour, dated], subjects, shallow)[0]] == [
+        "answer",
+        "neighbour",
+    ]
+    # The lower of the two floors applies; companion_floor 1 switches companions off altogether.
+    higher = dataclasses.replace(floors, companion_beside_floor=0.5)
+    assert [c.record_id for c in gate([answer, neighbour, dated], subjects, higher)[0]] == ["answer"]
+    off = dataclasses.replace(floors, companion_floor=1.0)
+    assert [c.record_id for c in gate([answer, neighbour, dated], subjects, off)[0]] == ["answer"]
+
+
 def test_a_candidate_inside_the_querys_dates_passes_at_the_window_floor() -> None:
     floors = dataclasses.replace(FLOORS, window_floor=0.3, relative_floor=0.0)
     dated, undated, faint = cand("dated", dense=0.32), cand("undated", dense=0.32), cand("faint", dense=0.25)
