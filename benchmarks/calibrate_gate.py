@@ -490,7 +490,7 @@ class Table:
         answered = np.bincount(self.sid[step1], minlength=self.n) > 0
         near = self.position <= floors.companion_rank
         floor = np.where(
-            self.in_context | self.in_window,
+            (self.in_context | self.in_window) & (self.ftype == TYPES.index("episodic")),
             min(floors.companion_floor, floors.companion_beside_floor),
             floors.companion_floor,
         )

@@ -143,10 +143,11 @@ _COMPANION = (
     "In [0, 1]."
 )
 _COMPANION_BESIDE = (
-    "The cosine a companion (gate.companion_floor) needs when it entered the ranking beside the best "
-    "matches (the same-day context pass or the neighbours) or inside a date window the query names: "
-    "its place came from the answer's day or the query's dates, which its own words need not share. "
-    "The lower of this and gate.companion_floor applies to it. In [0, 1]."
+    "The cosine an episodic companion (gate.companion_floor) needs when it entered the ranking beside "
+    "the best matches (the same-day context pass or the neighbours) or inside a date window the query "
+    "names: its place came from the answer's day or the query's dates, which its own words need not "
+    "share (a reply after its question). Other record types keep gate.companion_floor. The lower of "
+    "this and gate.companion_floor applies. In [0, 1]."
 )
 _WINDOW = (
     "A candidate whose event time lies inside a date window the query names (retrieval.time_windows: "

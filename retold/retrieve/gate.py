@@ -182,7 +182,7 @@ def gate(
         survivors.append(candidate)
     rescued = _context_passes(missed, survivors, subjects, floors)
     if survivors:
-        rescued |= _companion_passes(candidates, missed, rescued, floors)
+        rescued |= _companion_passes(candidates, missed, rescued, subjects, floors)
     gated_out += [(c.record_id, c.gate_reason or "") for c in missed if c.record_id not in rescued]
     if rescued:
         kept_ids = rescued | {c.record_id for c in survivors}
@@ -236,8 +236,9 @@ def _context_passes(
 
 
 def _companion_passes(
-    candidates: Sequence[Candidate], missed: Sequence[Candidate], rescued: set[str], floors: GateFloors
-) -> set[str]:
+    candidates: Sequence[Candidate], missed: Sequence[Candidate], rescued: set[str],
+    subjects: Mapping[str, GateSubject], floors: GateFloors,
+) -> set[str]:  # fmt: skip
     """Candidates near the top of an answered search's ranking that missed step 1: the fused
     rank already says they belong with the answer, so a low cosine is enough to keep them."""
     if floors.companion_floor >= 1.0:
@@ -249,7 +250,7 @@ def _companion_passes(
         position, dense = rank.get(candidate.record_id), candidate.dense
         if position is None or candidate.record_id in rescued or dense is None:
             continue
-        where = _beside(candidate)
+        where = _beside(candidate, subjects[candidate.record_id])
         floor = beside_floor if where else floors.companion_floor
         if dense.score >= floor:
             candidate.gate_reason = (
@@ -260,9 +261,13 @@ def _companion_passes(
     return passed
 
 
-def _beside(candidate: Candidate) -> str:
-    """Where a candidate's place came from when not from its own words: the answer's day (the
-    context pass, the neighbours) or the query's dates; empty otherwise."""
+def _beside(candidate: Candidate, subject: GateSubject) -> str:
+    """Where an episodic candidate's place came from when not from its own words: the answer's
+    day (the context pass, the neighbours) or the query's dates; empty otherwise. Only events
+    tell a story across records (a reply after its question); a fact written next to another
+    is not about it, so other types keep ``companion_floor``."""
+    if subject.type != "episodic":
+        return ""
     if candidate.in_context:
         return " beside the best matches"
     return " inside the query's dates" if candidate.in_window else ""

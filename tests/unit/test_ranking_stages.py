@@ -286,6 +286,9 @@ def test_a_companion_found_beside_the_answer_or_inside_the_dates_needs_no_cosine
     assert [c.record_id for c in gate([answer, neighbour, dated], subjects, higher)[0]] == ["answer"]
     off = dataclasses.replace(floors, companion_floor=1.0)
     assert [c.record_id for c in gate([answer, neighbour, dated], subjects, off)[0]] == ["answer"]
+    # A fact written beside another is not about it: other types keep companion_floor.
+    facts = {**subjects, "neighbour": SEM, "dated": SEM}
+    assert [c.record_id for c in gate([answer, neighbour, dated], facts, floors)[0]] == ["answer"]
 
 
 def test_a_candidate_inside_the_querys_dates_passes_at_the_window_floor() -> None:
