@@ -418,8 +418,9 @@ async def _read_subjects(services: SearchServices, run: SearchRun) -> None:
     """Which of the lists' records not read yet are about someone else than the query names."""
     if not run.named:
         return
-    lists = (run.dense, run.context, run.neighbours, [(h.record_id,) for h in (*run.lexical, *run.entity)])
-    ids = [hit[0] for hits in lists for hit in hits if hit[0] not in run.about_read]
+    listed = [rid for rid, _ in (*run.dense, *run.context, *run.neighbours)]
+    listed += [h.record_id for h in (*run.lexical, *run.entity)]
+    ids = list(dict.fromkeys(rid for rid in listed if rid not in run.about_read))
     if ids:
         run.about_read.update(ids)
         about = await services.store.about_entities(ids)
