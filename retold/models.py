@@ -435,6 +435,7 @@ class Candidate:
     in_window: bool = False  # its event time lies in a date window the query names (time_window)
     from_passage: bool = False  # its dense score is its best passage's (retold.index.passages)
     other_subject: bool = False  # about someone else than the query names (retold.retrieve.subjects)
+    tells_time: bool = False  # tells a time, and the query asks when (retold.retrieve.time_answers)
 
 
 @dataclass

@@ -487,6 +487,24 @@ class RetrievalConfig(_Block):
             "record the query also matches, rarely one it does not. In [0, 1]."
         ),
     )
+    time_answer_depth: int = Field(
+        20,
+        ge=0,
+        le=100,
+        description=(
+            "A question that asks for a time ('when...', 'how long...', 'which year...'): of this many "
+            "best candidates, those whose text tells a time ('two years ago', 'for a month now', 'last "
+            "Friday') join fusion as one more list in their fused order (retold.retrieve.time_answers). "
+            "0 turns it off. Integer from 0 to 100."
+        ),
+    )
+    time_answer_weight: _Unit = Field(
+        0.5,
+        description=(
+            "Weight of the time-telling list in fusion (the other lists count 1): it lifts an answer "
+            "that says when among candidates the query already matches. In [0, 1]."
+        ),
+    )
     time_window_max_records: _PositiveInt = Field(
         2000,
         description=(

@@ -25,6 +25,8 @@ def summary_line(candidate: Candidate, rerank: tuple[int, int, float] | None) ->
         line += f"; freshness x{candidate.freshness_multiplier:.2f}"
     if candidate.other_subject:
         line += "; weighed down: about someone else than the query names"
+    if candidate.tells_time:
+        line += "; lifted: tells a time, and the query asks when"
     if rerank is not None:
         line += f"; reranked {rerank[0]}->{rerank[1]} ({rerank[2]:.2f})"
     gate = candidate.gate_reason or ""

@@ -16,7 +16,9 @@ from retold.models import Candidate, GeneratorHit, LexicalMatch
 __all__ = ["Flags", "assemble", "fuse", "logged_flags", "read_flags", "rrf"]
 
 
-CONTEXT_FLAG, WINDOW_FLAG, PASSAGE_FLAG, SUBJECT_FLAG = 1, 2, 4, 8  # bits of a fused log row's fourth item
+# Bits of a fused log row's fourth item.
+CONTEXT_FLAG, WINDOW_FLAG, PASSAGE_FLAG, SUBJECT_FLAG, TIME_FLAG = 1, 2, 4, 8, 16
+_BITS = (CONTEXT_FLAG, WINDOW_FLAG, PASSAGE_FLAG, SUBJECT_FLAG, TIME_FLAG)
 
 
 class Flags(NamedTuple):
@@ -24,6 +26,7 @@ class Flags(NamedTuple):
     in_window: bool  # its event time lies inside the query's dates
     from_passage: bool  # its dense score is its best passage's (retold.index.passages)
     other_subject: bool  # about someone else than the query names (retold.retrieve.subjects)
+    tells_time: bool  # tells a time, and the query asks when (retold.retrieve.time_answers)
 
 
 def logged_flags(candidate: Candidate) -> list[int]:
@@ -34,6 +37,7 @@ def logged_flags(candidate: Candidate) -> list[int]:
         | (WINDOW_FLAG if candidate.in_window else 0)
         | (PASSAGE_FLAG if candidate.from_passage else 0)
         | (SUBJECT_FLAG if candidate.other_subject else 0)
+        | (TIME_FLAG if candidate.tells_time else 0)
     )
     return [flags] if flags else []
 
@@ -41,7 +45,7 @@ def logged_flags(candidate: Candidate) -> list[int]:
 def read_flags(row: Sequence[Any]) -> Flags:
     """The :class:`Flags` of a logged fused row; anything but an int reads as none."""
     flags = row[3] if len(row) > 3 and isinstance(row[3], int) else 0
-    return Flags(*(bool(flags & bit) for bit in (CONTEXT_FLAG, WINDOW_FLAG, PASSAGE_FLAG, SUBJECT_FLAG)))
+    return Flags(*(bool(flags & bit) for bit in _BITS))
 
 
 def rrf(
@@ -68,6 +72,8 @@ def fuse(
     neighbour_weight: float = 1.0,
     other_subject: Collection[str] = (),
     subject_weight: float = 1.0,
+    time_answers: Sequence[str] = (),
+    time_answer_weight: float = 1.0,
 ) -> list[Candidate]:
     """Candidates carrying every generator's rank and score, ordered by fused score.
 
@@ -79,12 +85,15 @@ def fuse(
     carry dense ranks after them, context first (as the search log writes them). For a record
     in ``other_subject`` (about someone else than the query names, :mod:`retold.retrieve.
     subjects`) what similarity gave (the dense, context and neighbour lists) counts
-    ``subject_weight`` times; its word and entity matches count in full.
+    ``subject_weight`` times; its word and entity matches count in full. ``time_answers``
+    (the best candidates that tell a time, for a query that asks when: :mod:`retold.retrieve.
+    time_answers`) fuse at ``time_answer_weight``, weighed with the similarity lists since
+    they are drawn from a ranking those lists made.
     """
     scores = rrf(
-        [[d[0] for d in dense], [c[0] for c in context], [n[0] for n in neighbours]],
+        [[d[0] for d in dense], [c[0] for c in context], [n[0] for n in neighbours], list(time_answers)],
         k,
-        [1.0, context_weight, neighbour_weight],
+        [1.0, context_weight, neighbour_weight, time_answer_weight],
     )  # fmt: skip
     for rid in other_subject:
         if rid in scores:
@@ -106,9 +115,10 @@ def fuse(
 
     ordered = sorted(scores, key=lambda rid: (-scores[rid], best_rank(rid), rid))
     in_context = {c[0] for c in (*context, *neighbours)}
+    telling = set(time_answers)
     return [
         assemble(rid, rank, scores[rid], dense_hits, lexical_hits, entity_hits, in_context=rid in in_context,
-                 other_subject=rid in other_subject)
+                 other_subject=rid in other_subject, tells_time=rid in telling)
         for rank, rid in enumerate(ordered, start=1)
     ]  # fmt: skip
 
@@ -129,6 +139,7 @@ def assemble(
     in_window: bool = False,
     from_passage: bool = False,
     other_subject: bool = False,
+    tells_time: bool = False,
 ) -> Candidate:
     """One candidate from the generators' hits; also how a logged search is rebuilt for replay."""
     lex = lexical.get(record_id)
@@ -150,6 +161,7 @@ def assemble(
         in_window=in_window,
         from_passage=from_passage,
         other_subject=other_subject,
+        tells_time=tells_time,
         rerank_score=None,
         rank_after_rerank=None,
     )

@@ -50,7 +50,7 @@ def candidates_from_log(row: dict[str, Any]) -> list[Candidate]:
         out.append(assemble(
             r[0], r[1], r[2], dense, lexical, entity, freshness.get(r[0]),
             in_context=flags.in_context, in_window=flags.in_window, from_passage=flags.from_passage,
-            other_subject=flags.other_subject,
+            other_subject=flags.other_subject, tells_time=flags.tells_time,
         ))  # fmt: skip
     return sorted(out, key=lambda c: (-c.score, c.fused_rank))
 

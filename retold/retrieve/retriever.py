@@ -49,6 +49,7 @@ from retold.retrieve.query_kind import asks
 from retold.retrieve.rewrite import rewrite_stage
 from retold.retrieve.search_log import log_row
 from retold.retrieve.subjects import about_someone_else
+from retold.retrieve.time_answers import asks_when, time_answers
 from retold.retrieve.time_window import TimeWindow, eligible_within, interleave, query_windows
 from retold.util import new_id
 
@@ -128,6 +129,7 @@ class SearchRun:
     own_entities: frozenset[str] = frozenset()  # the searcher's own person entities
     about_read: set[str] = field(default_factory=set)  # candidates whose 'about' links were read
     other_subject: set[str] = field(default_factory=set)  # about someone else (retold.retrieve.subjects)
+    time_answers: list[str] = field(default_factory=list)  # tell a time; the query asks when
     subjects: dict[str, GateSubject] = field(default_factory=dict)
     kept: list[Candidate] = field(default_factory=list)
     gated_out: list[tuple[str, str]] = field(default_factory=list)
@@ -402,6 +404,8 @@ async def _fuse(services: SearchServices, run: SearchRun) -> list[Candidate]:
         neighbour_weight=cfg.neighbour_weight,
         other_subject=run.other_subject,
         subject_weight=cfg.subject_weight,
+        time_answers=run.time_answers,
+        time_answer_weight=cfg.time_answer_weight,
     )
     # Hard isolation invariant: nothing outside the eligible set goes any further.
     fused = [c for c in fused if c.record_id in run.eligible]
@@ -462,6 +466,21 @@ async def _beside_the_best(services: SearchServices, run: SearchRun, fused: list
     return bool(run.context or run.neighbours)
 
 
+async def _telling_time(services: SearchServices, run: SearchRun, fused: list[Candidate]) -> bool:
+    """For a query that asks when, the best candidates whose text tells a time
+    (retold.retrieve.time_answers); True when there are any."""
+    depth = services.config.retrieval.time_answer_depth
+    if not depth or not asks_when(run.queries):
+        return False
+    best = [c.record_id for c in fused[:depth]]
+    missing = [rid for rid in best if rid not in run.records]
+    if missing:  # kept: the survivors among them are served without another read
+        run.records.update({r.id: r for r in await services.store.get_records(missing)})
+    texts = {rid: run.records[rid].content for rid in best if rid in run.records}
+    run.time_answers = time_answers(best, texts, depth)
+    return bool(run.time_answers)
+
+
 async def rank(services: SearchServices, run: SearchRun) -> None:
     """Fuse, enforce the isolation invariant, then freshness."""
     cfg = services.config.retrieval
@@ -469,6 +488,8 @@ async def rank(services: SearchServices, run: SearchRun) -> None:
     fused = await _fuse(services, run)
     if run.qvecs is not None and fused and await _beside_the_best(services, run, fused):
         fused = await _fuse(services, run)  # again, with the context and neighbour lists
+    if fused and await _telling_time(services, run, fused):
+        fused = await _fuse(services, run)  # and with the answers that tell a time
     t = run.mark("fuse", t)
     run.timings["fuse"] = round(run.timings["fuse"] + run.prefetch_ms, 3)  # loads done during generate
     skip = run.request.since is not None or run.request.until is not None

@@ -5,9 +5,17 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, timedelta
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from retold.config import Config
-from retold.ingest.write.temporal import REVIEW_ACTOR, find_expressions, review_due, unsupported_fields
+from retold.ingest.write.temporal import (
+    REVIEW_ACTOR,
+    find_expressions,
+    mentions_time,
+    review_due,
+    unsupported_fields,
+)
 from retold.store import Store
 from retold.testing import FakeClock, record_for_tests
 from retold.util import parse_ts
@@ -54,6 +62,33 @@ def test_ordinary_words_are_not_dates(quote: str) -> None:
 @pytest.mark.parametrize("quote", ["I moved in March 0000", "on 5 March 0000", "by February 0th"])
 def test_impossible_dates_in_a_quote_resolve_to_nothing(quote: str) -> None:
     assert find_expressions(quote, TURN) == []
+
+
+# Words the grammar is built from, and ordinary ones; no impossible date can be put together.
+FRAGMENTS = [
+    "in", "on", "by", "since", "until", "from", "the", "of", "end", "early", "mid-", "late", "last",
+    "next", "this", "coming", "a", "few", "two", "3", "8", "12", "2022", "May", "March", "September",
+    "Sept.", "Friday", "Sunday", "day", "days", "week", "weekend", "weeks", "fortnight", "month",
+    "months", "year", "years", "ago", "now", "today", "tonight", "tomorrow", "yesterday", "after",
+    "before", "starting", "going", "forward", "here", "within", "I", "went", "sat", "users", "tea",
+    "03/04/2026", "2026-03-04", ",", ".",
+]  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(FRAGMENTS), max_size=14), st.sampled_from([" ", "  ", "\n", " \t "]))
+def test_mentions_time_agrees_with_find_expressions(words: list[str], space: str) -> None:
+    quote = space.join(words)
+    # Runs of spaces count as one ("going  forward"; find_expressions' open-ended phrases want one).
+    assert mentions_time(quote) == bool(find_expressions(" ".join(quote.split()), TURN))
+
+
+@pytest.mark.parametrize(
+    "quote",
+    ["I may go later", "we have 2000 users", "I like tea", "", "I'm in Lisbon until Friday", "3 days ago"],
+)
+def test_mentions_time_on_examples(quote: str) -> None:
+    assert mentions_time(quote) == bool(find_expressions(quote, TURN))
 
 
 def test_support_depends_on_the_expression_and_its_role() -> None:

@@ -41,6 +41,7 @@ __all__ = [
     "DueReview",
     "TemporalExpression",
     "find_expressions",
+    "mentions_time",
     "review_due",
     "unsupported_fields",
 ]
@@ -401,6 +402,43 @@ def find_expressions(quote: str, turn_at: datetime) -> list[TemporalExpression]:
         if all(end <= s or start >= e for s, e, _ in kept):
             kept.append((start, end, expr))
     return [expr for _, _, expr in sorted(kept, key=lambda item: item[0])]
+
+
+def _unnamed(pattern: str) -> str:
+    return re.sub(r"\(\?P<\w+>", "(?:", pattern)
+
+
+# Every expression holds one of these words or a digit (months, weekdays, units, relative days,
+# "from now on", "going forward", "from here on"); the patterns run only around them.
+_UNITS = ("day", "week", "weekend", "fortnight", "month", "year")
+_ANCHORS = frozenset({
+    *_MONTHS, *_WEEKDAYS, "today", "tonight", "tomorrow", "yesterday", "now", "forward", "here", "ago",
+    *_UNITS, *(unit + "s" for unit in _UNITS),
+})  # fmt: skip
+_WORD = re.compile(r"[A-Za-z]+|\d+")
+_WORD_REST = re.compile(r"\w*")
+_ANY = re.compile(
+    "|".join([
+        r"\b(?:" + "|".join(_unnamed(pattern) for pattern, _ in _PATTERNS) + ")",
+        *(rf"\b(?:{_GUARD_WORDS})\s+(?:early\s+|mid-?\s*|late\s+)?(?:{_unnamed(p)})" for p, _ in _GUARDED),
+        _unnamed(_OPEN_FROM.pattern),
+    ]),
+    re.IGNORECASE,
+)  # fmt: skip
+_REACH = 40  # characters an expression can extend either side of its anchor, once spaces are single
+
+
+def mentions_time(quote: str) -> bool:
+    """Whether :func:`find_expressions` finds anything in ``quote`` (runs of spaces read as one;
+    an impossible date such as "February 30" still counts), in a fraction of its time: the
+    patterns run only near a word that can anchor an expression."""
+    text = " ".join(quote.split())
+    for word in _WORD.finditer(text):
+        if word.group(0)[0].isdigit() or word.group(0).lower() in _ANCHORS:
+            end = _WORD_REST.match(text, word.end() + _REACH).end()  # a word cut short would end there
+            if _ANY.search(text, max(0, word.start() - _REACH), end):
+                return True
+    return False
 
 
 def _within(value: datetime, spans: tuple[Span, ...], *, exclusive_end: bool) -> bool:
