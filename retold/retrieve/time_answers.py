@@ -12,7 +12,8 @@ year / month / date / day / week / time" or "how many days / weeks / months / ye
 tells a time when the write path's temporal grammar finds an expression in it
 (:func:`retold.ingest.write.temporal.mentions_time`: "last month", "on May 8", "two years
 ago") or it carries a duration or a vague recency ("for 3 years", "a month now", "recently",
-"the other day", "last night"). "since" alone is not enough: "since you asked" is a reason.
+"the other day", "last night") in its first ``SCAN_CHARS`` characters. "since" alone is not
+enough: "since you asked" is a reason.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ from collections.abc import Iterable, Mapping, Sequence
 
 from retold.ingest.write.temporal import mentions_time
 
-__all__ = ["asks_when", "tells_time", "time_answers"]
+__all__ = ["SCAN_CHARS", "asks_when", "tells_time", "time_answers"]
+
+SCAN_CHARS = 1000
 
 _ASKS_WHEN = re.compile(
     r"^\W*(?:when\b|since when\b|how long\b|(?:in |during |on |by )?(?:what|which) "
@@ -47,8 +50,14 @@ def asks_when(queries: Iterable[str]) -> bool:
 
 
 def tells_time(text: str) -> bool:
-    """True when the text says when something happened or how long it has lasted."""
-    return bool(_TELLS_TIME.search(text)) or mentions_time(text)
+    """True when the text says when something happened or how long it has lasted.
+
+    Only the first ``SCAN_CHARS`` characters are read: the grammar costs a few microseconds a
+    character at worst, and no stored text may make a search slow (20 records of digits would
+    otherwise cost seconds).
+    """
+    head = text[:SCAN_CHARS]
+    return bool(_TELLS_TIME.search(head)) or mentions_time(head)
 
 
 def time_answers(ranked: Sequence[str], texts: Mapping[str, str], depth: int) -> list[str]:

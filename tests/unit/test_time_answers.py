@@ -15,7 +15,7 @@ from retold.models import Principal, SearchRequest
 from retold.retrieve.explain import summary_line
 from retold.retrieve.fusion import fuse, logged_flags, read_flags
 from retold.retrieve.replay import replay_gate
-from retold.retrieve.time_answers import asks_when, tells_time, time_answers
+from retold.retrieve.time_answers import SCAN_CHARS, asks_when, tells_time, time_answers
 
 from .writepath import make_world
 
@@ -89,6 +89,13 @@ def test_texts_that_tell_a_time(text: str) -> None:
 )
 def test_texts_that_tell_no_time(text: str) -> None:
     assert not tells_time(text)
+
+
+def test_only_the_head_of_a_long_text_is_read_so_no_stored_text_makes_a_search_slow() -> None:
+    filler = "1 " * 30_000  # every "1" an anchor of the grammar, and no expression anywhere
+    assert not tells_time(filler + "two years ago")
+    assert tells_time("two years ago " + filler)
+    assert tells_time("1 " * (SCAN_CHARS // 2 - 10) + "two years ago")
 
 
 def test_time_answers_keep_the_ranked_order_within_the_depth() -> None:

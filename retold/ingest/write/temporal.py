@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import calendar
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
@@ -428,17 +428,29 @@ _ANY = re.compile(
 _REACH = 40  # characters an expression can extend either side of its anchor, once spaces are single
 
 
+def _near_anchors(text: str) -> Iterator[tuple[int, int]]:
+    """The stretches of ``text`` within reach of an anchor word, overlapping ones merged, so no
+    character is searched twice however many anchors a text holds."""
+    lo = hi = -1
+    for word in _WORD.finditer(text):
+        if not (word.group(0)[0].isdigit() or word.group(0).lower() in _ANCHORS):
+            continue
+        start = max(0, word.start() - _REACH)
+        if start > hi >= 0:
+            yield lo, hi
+        if start > hi:
+            lo = start
+        hi = _WORD_REST.match(text, word.end() + _REACH).end()  # a word cut short would end there
+    if hi >= 0:
+        yield lo, hi
+
+
 def mentions_time(quote: str) -> bool:
     """Whether :func:`find_expressions` finds anything in ``quote`` (runs of spaces read as one;
     an impossible date such as "February 30" still counts), in a fraction of its time: the
     patterns run only near a word that can anchor an expression."""
     text = " ".join(quote.split())
-    for word in _WORD.finditer(text):
-        if word.group(0)[0].isdigit() or word.group(0).lower() in _ANCHORS:
-            end = _WORD_REST.match(text, word.end() + _REACH).end()  # a word cut short would end there
-            if _ANY.search(text, max(0, word.start() - _REACH), end):
-                return True
-    return False
+    return any(_ANY.search(text, lo, hi) for lo, hi in _near_anchors(text))
 
 
 def _within(value: datetime, spans: tuple[Span, ...], *, exclusive_end: bool) -> bool:
