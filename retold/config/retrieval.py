@@ -505,6 +505,14 @@ class RetrievalConfig(_Block):
             "that says when among candidates the query already matches. In [0, 1]."
         ),
     )
+    time_answer_max_share: _Unit = Field(
+        0.5,
+        description=(
+            "No time-telling list when more than this share of the candidates examined tell a time "
+            "(stores of long messages, where nearly every record mentions one): a feature most "
+            "candidates share does not tell the answer apart. In [0, 1]."
+        ),
+    )
     time_window_max_records: _PositiveInt = Field(
         2000,
         description=(

@@ -469,7 +469,8 @@ async def _beside_the_best(services: SearchServices, run: SearchRun, fused: list
 async def _telling_time(services: SearchServices, run: SearchRun, fused: list[Candidate]) -> bool:
     """For a query that asks when, the best candidates whose text tells a time
     (retold.retrieve.time_answers); True when there are any."""
-    depth = services.config.retrieval.time_answer_depth
+    cfg = services.config.retrieval
+    depth = cfg.time_answer_depth
     if not depth or not asks_when(run.queries):
         return False
     best = [c.record_id for c in fused[:depth]]
@@ -477,7 +478,7 @@ async def _telling_time(services: SearchServices, run: SearchRun, fused: list[Ca
     if missing:  # kept: the survivors among them are served without another read
         run.records.update({r.id: r for r in await services.store.get_records(missing)})
     texts = {rid: run.records[rid].content for rid in best if rid in run.records}
-    run.time_answers = time_answers(best, texts, depth)
+    run.time_answers = time_answers(best, texts, depth, cfg.time_answer_max_share)
     return bool(run.time_answers)
 
 

@@ -60,6 +60,12 @@ def tells_time(text: str) -> bool:
     return bool(_TELLS_TIME.search(head)) or mentions_time(head)
 
 
-def time_answers(ranked: Sequence[str], texts: Mapping[str, str], depth: int) -> list[str]:
-    """The first ``depth`` of ``ranked`` whose text tells a time, in their ranked order."""
-    return [rid for rid in ranked[:depth] if tells_time(texts.get(rid, ""))]
+def time_answers(
+    ranked: Sequence[str], texts: Mapping[str, str], depth: int, max_share: float = 1.0
+) -> list[str]:
+    """The first ``depth`` of ``ranked`` whose text tells a time, in their ranked order; none
+    when more than ``max_share`` of them do (long records nearly all tell some time, and a
+    feature every candidate has tells them apart no better than chance)."""
+    examined = ranked[:depth]
+    telling = [rid for rid in examined if tells_time(texts.get(rid, ""))]
+    return telling if len(telling) <= max_share * len(examined) else []

@@ -112,6 +112,13 @@ def test_time_answers_keep_the_ranked_order_within_the_depth() -> None:
     assert time_answers(["zz"], texts, 5) == []  # no text: tells nothing
 
 
+def test_no_list_when_most_candidates_tell_a_time() -> None:
+    texts = {"a": "for two years", "b": "a shelter dog", "c": "last week", "d": "yesterday"}
+    assert time_answers(["a", "b", "c", "d"], texts, 4, max_share=0.5) == []  # 3 of 4: no signal
+    assert time_answers(["a", "b", "c", "d"], texts, 4, max_share=0.75) == ["a", "c", "d"]
+    assert time_answers(["a", "b"], texts, 4, max_share=0.5) == ["a"]  # half is not more than half
+
+
 @settings(max_examples=200, deadline=None)
 @given(
     ranked=st.lists(st.sampled_from(list("abcdefgh")), unique=True, max_size=8),
@@ -124,6 +131,8 @@ def test_time_answers_are_only_ever_the_best_candidates_that_tell_a_time(
     texts = {rid: "two years ago" if rid in telling else "a dog" for rid in ranked}
     out = time_answers(ranked, texts, depth)
     assert out == [rid for rid in ranked[:depth] if rid in telling]
+    shared = time_answers(ranked, texts, depth, max_share=0.5)
+    assert shared in ([], out) and (shared == out) == (len(out) <= 0.5 * len(ranked[:depth]))
 
 
 def test_fusion_lifts_and_flags_the_time_answers_only() -> None:
