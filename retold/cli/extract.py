@@ -103,7 +103,7 @@ def review_due_command(store_path: str, config_path: str | None, actor: str) -> 
 
         retold review-due --store memory.sqlite --as cron
     """
-    from retold.ingest.write.temporal import review_due
+    from retold.ingest.write.temporal_review import review_due
 
     async def go() -> Any:
         async with open_runtime(store_path, config_path, allow_embedding_mismatch=True) as rt:

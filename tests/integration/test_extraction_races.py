@@ -18,7 +18,7 @@ import pytest
 
 import retold
 from retold.config import Config
-from retold.ingest.write.temporal import review_due
+from retold.ingest.write.temporal_review import review_due
 from retold.models import CandidateRecord, ExtractionOutput, Principal, Scope, SessionSummary
 from retold.store import Store
 from retold.testing import FakeClock, FakeEmbedder, FakeExtractor, FakeJudge, FakeReviewer, record_for_tests

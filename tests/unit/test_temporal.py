@@ -9,13 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from retold.config import Config
-from retold.ingest.write.temporal import (
-    REVIEW_ACTOR,
-    find_expressions,
-    mentions_time,
-    review_due,
-    unsupported_fields,
-)
+from retold.ingest.write.temporal import find_expressions, mentions_time, unsupported_fields
+from retold.ingest.write.temporal_review import REVIEW_ACTOR, review_due
 from retold.store import Store
 from retold.testing import FakeClock, record_for_tests
 from retold.util import parse_ts

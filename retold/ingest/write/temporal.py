@@ -1,17 +1,14 @@
-"""Temporal support and time-driven review (spec §8.3, §8.4).
+"""Temporal support (spec §8.3): the deterministic grammar of dates in a quote.
 
-Two jobs, both deterministic:
-
-* **Support.** An extracted candidate may carry ``valid_from``, ``valid_until`` or
-  ``review_at`` only when its evidence quote contains the matching temporal expression
-  ("since March", "until Friday", "in two weeks"). :func:`find_expressions` reads the
-  quote with a fixed expression list and resolves each match against the turn's
-  timestamp; :func:`unsupported_fields` names every temporal field no expression
-  supports. Unsupported metadata is rejected, never guessed or silently dropped.
-* **Review.** :func:`review_due` claims at most ``ingestion.temporal_review_batch_size``
-  records whose ``review_at`` has arrived, setting ``review_flagged_at`` and appending
-  one ``record.review_due`` each in the same transaction. Content and lifecycle stay
-  as they were: time passing is not evidence that a planned event happened.
+An extracted candidate may carry ``valid_from``, ``valid_until`` or ``review_at`` only when
+its evidence quote contains the matching temporal expression ("since March", "until Friday",
+"in two weeks"). :func:`find_expressions` reads the quote with a fixed expression list and
+resolves each match against the turn's timestamp; :func:`unsupported_fields` names every
+temporal field no expression supports. Unsupported metadata is rejected, never guessed or
+silently dropped. Search reads the same grammar: a query's dates become event-time windows
+(:mod:`retold.retrieve.time_window`), and :func:`mentions_time` tells which candidates say
+when (:mod:`retold.retrieve.time_answers`). Time-driven review (spec §8.4) is
+:mod:`retold.ingest.write.temporal_review`.
 
     >>> from datetime import datetime, UTC
     >>> turn_at = datetime(2026, 3, 4, 10, tzinfo=UTC)  # a Wednesday
@@ -29,24 +26,9 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Literal
 
-if TYPE_CHECKING:
-    from retold.config import Config
-    from retold.store import Store
-    from retold.util import Clock
-
-__all__ = [
-    "REVIEW_ACTOR",
-    "DueReview",
-    "TemporalExpression",
-    "find_expressions",
-    "mentions_time",
-    "review_due",
-    "unsupported_fields",
-]
-
-REVIEW_ACTOR = "temporal_reviewer"
+__all__ = ["TemporalExpression", "find_expressions", "mentions_time", "unsupported_fields"]
 
 Role = Literal["from", "until", "point"]
 Span = tuple[date, date]  # inclusive
@@ -503,53 +485,3 @@ def unsupported_fields(
     if valid_from is not None and valid_until is not None and valid_from > valid_until:
         out.extend(f for f in ("valid_from", "valid_until") if f not in out)
     return out
-
-
-# --- the review worker ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class DueReview:
-    """One record this worker flagged (its ``record.review_due`` event was appended)."""
-
-    record_id: str
-    review_at: datetime | None
-    valid_from: datetime | None
-    valid_until: datetime | None
-    event_id: str
-
-
-async def review_due(
-    store: Store, config: Config, clock: Clock, *, operator: str | None = None, limit: int | None = None
-) -> list[DueReview]:
-    """Flag one bounded batch of records whose ``review_at`` has arrived (spec §8.4).
-
-    Every flag and its event commit together, and the conditional update means only one
-    of several racing workers (threads or processes) flags a record and emits its event.
-    The event's actor is ``temporal_reviewer``; ``operator`` (the CLI's ``--as``) is
-    recorded beside it.
-    """
-    now = clock.now()
-    batch = config.ingestion.temporal_review_batch_size if limit is None else limit
-    flagged: list[DueReview] = []
-    async with store.transaction():
-        for record in await store.due_reviews(now, batch):
-            if not await store.flag_review(record.id, now):
-                continue
-            payload: dict[str, Any] = {
-                "record_id": record.id,
-                "scheduled_at": record.review_at,
-                "valid_from": record.valid_from,
-                "valid_until": record.valid_until,
-                "status": record.status,
-                "actor": REVIEW_ACTOR,
-            }
-            if operator is not None:
-                payload["operator"] = operator
-            event_id = await store.append_event(
-                "record.review_due", REVIEW_ACTOR, record_id=record.id, payload=payload
-            )
-            flagged.append(
-                DueReview(record.id, record.review_at, record.valid_from, record.valid_until, event_id)
-            )
-    return flagged
