@@ -418,9 +418,9 @@ def _near_anchors(text: str) -> Iterator[tuple[int, int]]:
         if not (word.group(0)[0].isdigit() or word.group(0).lower() in _ANCHORS):
             continue
         start = max(0, word.start() - _REACH)
-        if start > hi >= 0:
-            yield lo, hi
-        if start > hi:
+        if start > hi:  # a new stretch: hand on the one before, if any
+            if hi >= 0:
+                yield lo, hi
             lo = start
         hi = _WORD_REST.match(text, word.end() + _REACH).end()  # a word cut short would end there
     if hi >= 0:
