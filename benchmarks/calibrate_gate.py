@@ -478,10 +478,15 @@ class Table:
             & (self.dense - np.nan_to_num(reference, nan=np.inf) >= floors.standout_margin)
         )  # fmt: skip
         step1 = self.entity | (self.dense >= dense_floor[self.ftype]) | dated | standout | lexical
+        return self.after_step1(step1, floors)
+
+    def after_step1(self, step1: np.ndarray, floors: GateFloors) -> np.ndarray:
+        """The gate's rules after step 1 (context rescue, companions, the relative floor), given
+        which candidates pass step 1; the probe of other step-1 rules reuses it."""
         allowed = np.ones_like(step1)
         if "session_summary" in floors.exclude_source_kinds:
             allowed = self.ftype != TYPES.index("session_summary")
-            step1 &= allowed
+            step1 = step1 & allowed
         # Context candidates beside a survivor (gate._context_passes): same search, same day.
         day_key = self.sid * 1_000_000 + self.day
         beside = np.isin(day_key, day_key[step1 & (self.day >= 0)]) & (self.day >= 0)
@@ -495,7 +500,7 @@ class Table:
             floors.companion_floor,
         )
         companion = floors.companion_floor < 1.0
-        step1 |= context | (allowed & answered[self.sid] & near & companion & (self.dense >= floor))
+        step1 = step1 | context | (allowed & answered[self.sid] & near & companion & (self.dense >= floor))
         key = self.sid * 4 + self.nch
         top = np.zeros(self.n * 4)
         np.maximum.at(top, key[step1], self.score[step1])

@@ -72,9 +72,10 @@ def test_locomo_retrieval_quick(tmp_path: Path) -> None:
 
 
 def test_calibrate_gate_quick(tmp_path: Path) -> None:
-    out = tmp_path / "calibration.json"
+    out, store = tmp_path / "calibration.json", tmp_path / "calib.sqlite"
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "calibrate_gate.py"), "--quick", "--json", str(out)],
+        [sys.executable, str(ROOT / "benchmarks" / "calibrate_gate.py"), "--quick", "--json", str(out),
+         "--store", str(store)],
         capture_output=True, text=True, timeout=240, cwd=ROOT,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -89,3 +90,13 @@ def test_calibrate_gate_quick(tmp_path: Path) -> None:
     chosen = data["chosen"]["tool"]
     assert 0.0 <= chosen["dense_floor"]["episodic"] <= 1.0
     assert data["meta"]["embedder"] and data["metrics"]["full gate"]["chosen, tool"]["f1"] >= 0.0
+    # The scorer probe reads the kept log: the shipped gate's row, the floors and both scorers.
+    probe = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "gate_scorer_probe.py"), str(store), "--tune-on", "1"],
+        capture_output=True, text=True, timeout=240, cwd=ROOT,
+    )  # fmt: skip
+    assert probe.returncode == 0, probe.stderr[-2000:]
+    lines = probe.stdout.splitlines()
+    assert any(line.strip().startswith("shipped gate") for line in lines)
+    assert "logistic:" in lines and "boosted trees (depth 3):" in lines
+    assert sum(line.strip().startswith("p >= ") for line in lines) >= 2 * 10  # both models swept
