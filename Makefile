@@ -45,8 +45,11 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
+# The suite in parallel, one worker per core up to TEST_WORKERS (most of its time is spent
+# waiting on subprocesses and servers); `$(BIN)/python -m pytest` alone runs it serially.
+TEST_WORKERS ?= 4
 test: lint
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto --maxprocesses=$(TEST_WORKERS)
 
 unit: $(STAMP)
 	$(BIN)/python -m pytest tests/unit $(PYTEST_ARGS)

@@ -84,8 +84,9 @@ def test_no_acknowledged_write_is_lost_when_the_writer_is_killed(tmp_path: Path,
         assert not [e for e in events if "error" in e], (seed, events)
         acked.update({e["id"]: e["text"] for e in events if "id" in e})
 
-        proc = retold_cli("check", "--store", store, "--config", config)
-        assert proc.returncode == 0, (seed, round_no, proc.stdout, proc.stderr)
+        if round_no in (0, CRASH_ROUNDS - 1):  # read_back runs the same check every round, in process
+            proc = retold_cli("check", "--store", store, "--config", config)
+            assert proc.returncode == 0, (seed, round_no, proc.stdout, proc.stderr)
         found, active_tasks = asyncio.run(read_back(store, list(acked)))
         missing = {i for i in acked if found.get(i) != acked[i]}
         assert not missing, (seed, round_no, sorted(missing))
