@@ -443,7 +443,10 @@ class Table:
 
     def decide(self, floors: GateFloors | Rule) -> Decision:
         """What ``gate()`` keeps for every search under ``floors``, per search."""
-        kept = self.kept(floors)
+        return self.decision(self.kept(floors))
+
+    def decision(self, kept: np.ndarray) -> Decision:
+        """Per search, from which candidates survive."""
         survivors = np.bincount(self.sid[kept], minlength=self.n)
         gold_kept = np.bincount(self.sid[kept & self.gold], minlength=self.n) > 0
         return Decision(survivors > 0, gold_kept, survivors)

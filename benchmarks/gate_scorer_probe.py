@@ -7,7 +7,7 @@ many answerable questions with less ordinary-turn injection. This probe replaces
 (the entity channel still passes) with a scorer fitted on the tuning conversations' logged
 candidates of a kept ``calibrate_gate.py --store`` run, keeps the gate's later rules
 (``Table.after_step1``), and prints class-1 recall / class-3 injection / class-2 empties
-along the scorer's threshold on both halves, beside the floors' own frontier.
+along the scorer's threshold on both halves, beside the real gate at other floors.
 
     python benchmarks/calibrate_gate.py --tune-on 5 --store s.sqlite
     python benchmarks/gate_scorer_probe.py s.sqlite                  # tool floors' later rules
@@ -65,9 +65,7 @@ def features(t: cg.Table, query_form: bool) -> np.ndarray:
 
 def rates(t: cg.Table, items: list[cg.Item], kept: np.ndarray) -> tuple[float, float, float]:
     """Class-1 recall, class-3 injection, class-2 empties for one step-1 decision."""
-    survivors = np.bincount(t.sid[kept], minlength=t.n)
-    gold_kept = np.bincount(t.sid[kept & t.gold], minlength=t.n) > 0
-    m = cg.metrics(items, cg.Decision(survivors > 0, gold_kept, survivors))
+    m = cg.metrics(items, t.decision(kept))
     return m["class1_recall"], m["class3_injection"], m["class2_empty"]
 
 
@@ -116,12 +114,11 @@ def main() -> None:
     print(f"  {'':<22} {'tuning':<24} held-out")
     shipped = [cell(rates(t, halves[n], t.kept((asking, stating)))) for n, t in tables.items()]
     print(f"  {'shipped gate':<22} {shipped[0]:<24} {shipped[1]}")
-    print("floors (dense, lexical fraction; 2 terms):")
+    print("the real gate at other floors (episodic dense, lexical fraction; 2 terms):")
     for e, f in FLOOR_GRID:
-        row(f"{e} / {f}", {
-            n: (t.dense >= e) | ((t.total > 0) & (t.fraction >= f) & ((t.matched >= 2) | t.precise))
-            for n, t in tables.items()
-        })  # fmt: skip
+        floors = cg.Setting(e, f, 2, gate_config.relative_floor, auto=args.trigger == "auto").floors()
+        cells = [cell(rates(t, halves[n], t.kept(floors))) for n, t in tables.items()]
+        print(f"  {f'{e} / {f}':<22} {cells[0]:<24} {cells[1]}")
     use, y = training_mask(tables["tuning"], halves["tuning"])
     x = features(tables["tuning"], args.query_form)
     models: dict[str, Any] = {
