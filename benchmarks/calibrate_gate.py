@@ -349,13 +349,14 @@ class Table:
                 subject = subjects[c.record_id]
                 kind = "session_summary" if subject.source_kind == "session_summary" else subject.type
                 terms = c.lexical_terms if c.lexical is not None else None
+                matched, total = terms.counted if terms else (0, 0)  # common words aside, as the gate
                 multiplier = c.freshness_multiplier if c.freshness_multiplier is not None else 1.0
                 self.record_ids.append(c.record_id)
                 cols.append((
                     s,
                     c.dense.score if c.dense is not None else -np.inf,
-                    len(terms.terms) if terms else 0,
-                    terms.total_terms if terms else 0,
+                    matched,
+                    total,
                     bool(terms and any(t.is_identifier or t.is_entity_alias for t in terms.terms)),
                     c.entity is not None,
                     sum(h is not None for h in (c.dense, c.lexical, c.entity)),
@@ -370,8 +371,9 @@ class Table:
                     subject.event_at.astimezone(dt.UTC).date().toordinal() if subject.event_at else -1,
                     c.in_window,
                     position,
+                    bool(terms and terms.total_terms),
                 ))  # fmt: skip
-        columns = list(zip(*cols, strict=True)) if cols else [()] * 17
+        columns = list(zip(*cols, strict=True)) if cols else [()] * 18
         self.n = len(items)
         self.asks = np.asarray([logged_asks(rows.get(it.search_id)) for it in items], dtype=bool)
         self.sid = np.asarray(columns[0], dtype=np.int64)
@@ -391,6 +393,7 @@ class Table:
         self.day = np.asarray(columns[14], dtype=np.int64)
         self.in_window = np.asarray(columns[15], dtype=bool)
         self.position = np.asarray(columns[16], dtype=np.int64)  # in the search's ranking, from 1
+        self.has_terms = np.asarray(columns[17], dtype=bool)  # a lexical match with any query term
         self.fraction = self.matched / np.maximum(self.total, 1)
         # Per search: what a standout stands out from (gate.dense_reference), NaN when nothing.
         self.reference = np.full(self.n, np.nan)
@@ -470,7 +473,7 @@ class Table:
             ]
         )
         lexical = (
-            (self.total > 0)
+            self.has_terms
             & (self.fraction >= floors.lexical_min_term_fraction)
             & ((self.matched >= floors.lexical_min_matched_terms) | self.precise)
         )

@@ -88,15 +88,13 @@ from retold.index.passages import split_passages  # noqa: E402
 from retold.models import (  # noqa: E402
     Candidate,
     GeneratorHit,
-    LexicalMatch,
-    LexicalTerm,
     Principal,
     SearchRequest,
 )
 from retold.retrieve.budget import record_tokens  # noqa: E402
 from retold.retrieve.fusion import assemble, rrf  # noqa: E402
 from retold.retrieve.gate import GateSubject, gate  # noqa: E402
-from retold.retrieve.replay import candidates_from_log  # noqa: E402
+from retold.retrieve.replay import candidates_from_log, lexical_from_log  # noqa: E402
 from retold.store.postgres import is_postgres_url  # noqa: E402
 
 AGENT = "locomo-bench"
@@ -229,10 +227,7 @@ def without_entity_channel(row: dict[str, Any], rrf_k: int) -> list[Candidate]:
     """The logged search re-fused from its dense and lexical lists only, as ``candidates_from_log``
     rebuilds it otherwise (freshness as logged)."""
     dense = {r[0]: GeneratorHit(r[1], r[2]) for r in _load(row["dense"])}
-    lexical = {
-        r[0]: (GeneratorHit(r[1], r[2]), LexicalMatch(tuple(LexicalTerm(*t) for t in r[3]), r[4]))
-        for r in _load(row["lexical"])
-    }
+    lexical = lexical_from_log(row)
     freshness = {r[0]: r[1] for r in _load(row["freshness"])}
     scores = rrf([list(dense), list(lexical)], rrf_k)
     out = [

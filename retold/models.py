@@ -408,12 +408,21 @@ class LexicalTerm:
     value: str
     is_identifier: bool
     is_entity_alias: bool
+    # A plain word in more than gate.common_word_share of the searcher's records: it ranks, but
+    # it is no evidence for the gate ("awesome", "great" in a chat history).
+    common: bool = False
 
 
 @dataclass(frozen=True)
 class LexicalMatch:
     terms: tuple[LexicalTerm, ...]
     total_terms: int
+    common_terms: int = 0  # of total_terms, the common words (the gate counts neither side)
+
+    @property
+    def counted(self) -> tuple[int, int]:
+        """(matched, total) terms the gate counts: every term but the common words."""
+        return sum(1 for t in self.terms if not t.common), self.total_terms - self.common_terms
 
 
 @dataclass

@@ -131,6 +131,15 @@ _LEXICAL_MATCHED = (
     "Fewest matched terms a lexical-only candidate needs unless one is an entity alias or an identifier "
     "token, so a one-word query cannot admit every record that mentions it. Integer >= 1."
 )
+_COMMON_WORD_SHARE = (
+    "A plain word (not a name as written, an identifier or an alias) in more than this share of the "
+    "searcher's records counts neither as a matched nor as a query term for the lexical floors: "
+    "'awesome' or 'great' in a chat history are no evidence. It still ranks. 1 turns it off. In [0, 1]."
+)
+_COMMON_WORD_MIN_RECORDS = (
+    "Fewest records the searcher can read before any word is common (gate.common_word_share): in a "
+    "small store a share says little. Integer >= 1."
+)
 _CONTEXT = (
     "A candidate of the same-day context pass (retrieval.context_anchors) that clears no other floor "
     "still passes when a survivor shares its event day and its cosine is at least this; it can "
@@ -252,7 +261,7 @@ class GateFloors:
         return GateFloors(
             dense_floor=DenseFloors(semantic=0.0, episodic=0.0, procedural=0.0, session_summary=0.0),
             lexical_min_term_fraction=0.0,
-            lexical_min_matched_terms=1,
+            lexical_min_matched_terms=0,  # a match on common words alone too (gate.common_word_share)
             relative_floor=0.0,
             exclude_source_kinds=self.exclude_source_kinds,
             query_kind=self.query_kind,
@@ -296,6 +305,8 @@ class GateConfig(_Block):
     )
     lexical_min_term_fraction: _Unit = Field(0.34, description=_LEXICAL_FRACTION)
     lexical_min_matched_terms: _PositiveInt = Field(2, description=_LEXICAL_MATCHED)
+    common_word_share: _Unit = Field(0.08, description=_COMMON_WORD_SHARE)
+    common_word_min_records: _PositiveInt = Field(200, description=_COMMON_WORD_MIN_RECORDS)
     relative_floor: _Unit = Field(0.0, description=_RELATIVE)
     context_floor: _Unit = Field(0.2, description=_CONTEXT)
     companion_floor: _Unit = Field(0.2, description=_COMPANION)

@@ -53,22 +53,28 @@ def channel_count(candidate: Candidate) -> int:
 
 
 def _lexical_pass(candidate: Candidate, floors: GateFloors) -> tuple[bool, str | None]:
+    """Term fraction and count, common words (``LexicalTerm.common``) left out of both sides."""
     match = candidate.lexical_terms
     if candidate.lexical is None or match is None or match.total_terms == 0:
         return False, None
-    matched = len(match.terms)
-    fraction = matched / match.total_terms
+    matched, total = match.counted
+    fraction = matched / total if total else 0.0
     precise = any(t.is_identifier or t.is_entity_alias for t in match.terms)
+    terms = f"lexical {matched}/{total} terms" + _common_note(match.common_terms)
     if fraction < floors.lexical_min_term_fraction:
-        return False, (
-            f"lexical {matched}/{match.total_terms} terms < {floors.lexical_min_term_fraction:g} of the query"
-        )
+        return False, f"{terms} < {floors.lexical_min_term_fraction:g} of the query"
     if matched < floors.lexical_min_matched_terms and not precise:
         return False, (
-            f"lexical {matched}/{match.total_terms} terms, {matched} matched < "
-            f"{floors.lexical_min_matched_terms} and no identifier or entity alias"
+            f"{terms}, {matched} matched < {floors.lexical_min_matched_terms} "
+            "and no identifier or entity alias"
         )
-    return True, None
+    return True, terms
+
+
+def _common_note(common: int) -> str:
+    if not common:
+        return ""
+    return f" ({common} common word{'s' if common > 1 else ''} not counted)"
 
 
 def dense_reference(candidates: Sequence[Candidate]) -> float | None:
@@ -110,12 +116,8 @@ def passes_step1(
                 f"standout: dense {score:.2f} >= {floors.standout_floor:.2f}, {score - reference:.2f} above "
                 f"the mean {reference:.2f} of this search's other dense matches"
             )
-    ok, _ = _lexical_pass(candidate, floors)
-    if ok:
-        match = candidate.lexical_terms
-        assert match is not None
-        return f"lexical {len(match.terms)}/{match.total_terms} terms"
-    return None
+    ok, terms = _lexical_pass(candidate, floors)
+    return terms if ok else None
 
 
 def missed_floors(
@@ -314,7 +316,7 @@ def empty_reason(
         parts.append("no dense match")
     lexical = [c for c in considered if c.lexical and c.lexical_terms and c.lexical_terms.total_terms]
     if lexical:
-        top = max(lexical, key=lambda c: (len(c.lexical_terms.terms), c.score))  # type: ignore[union-attr]
+        top = max(lexical, key=lambda c: (c.lexical_terms.counted[0], c.score))  # type: ignore[union-attr]
         _, reason = _lexical_pass(top, floors)
         parts.append("best " + (reason or "lexical match"))
     else:

@@ -215,14 +215,15 @@ class QueryTerm:
     is_identifier: bool
     is_entity_alias: bool
     variants: tuple[str, ...] = ()  # indexed inflections that also count as this term
+    is_name: bool = False  # written as a name (capitalised inside a sentence): never a common word
 
     @property
     def stemmable(self) -> bool:
         """A plain word: identifiers, aliases and phrases are matched exactly as written."""
         return len(self.tokens) == 1 and not (self.is_identifier or self.is_entity_alias)
 
-    def as_lexical_term(self) -> LexicalTerm:
-        return LexicalTerm(self.value, self.is_identifier, self.is_entity_alias)
+    def as_lexical_term(self, common: bool = False) -> LexicalTerm:
+        return LexicalTerm(self.value, self.is_identifier, self.is_entity_alias, common)
 
 
 def is_proper_noun(word: QueryWord) -> bool:
@@ -242,7 +243,7 @@ def _word_term(word: QueryWord, aliases: Collection[str]) -> QueryTerm | None:
         if not is_proper_noun(word) and all(t in STOPWORDS for t in tokens):
             return None
     alias = value in aliases or " ".join(tokens) in aliases
-    return QueryTerm(value, tokens, identifier, alias)
+    return QueryTerm(value, tokens, identifier, alias, is_name=is_proper_noun(word))
 
 
 def _max_alias_words(aliases: Collection[str]) -> int:
@@ -276,6 +277,7 @@ def query_terms(query: str, entity_aliases: Collection[str] = frozenset()) -> li
                 seen.tokens,
                 seen.is_identifier or term.is_identifier,
                 seen.is_entity_alias or term.is_entity_alias,
+                is_name=seen.is_name or term.is_name,
             )
 
     i = 0
@@ -435,9 +437,14 @@ class LexicalHit:
     match: LexicalMatch
 
 
-def _best_match(per_query: Sequence[Sequence[QueryTerm]], fields: Sequence[str]) -> LexicalMatch | None:
-    """The query whose terms this record covers best: highest fraction, then most terms, then first."""
-    best: tuple[float, int] | None = None
+def _best_match(
+    per_query: Sequence[Sequence[QueryTerm]],
+    fields: Sequence[str],
+    common: Collection[tuple[str, ...]] = frozenset(),
+) -> LexicalMatch | None:
+    """The query whose terms this record covers best, as the gate counts them (common words
+    aside): highest fraction, then most terms, then first."""
+    best: tuple[float, int, float, int] | None = None
     answer: LexicalMatch | None = None
     tokenized = [fts_tokens(f) for f in fields if f]
     for terms in per_query:
@@ -446,10 +453,16 @@ def _best_match(per_query: Sequence[Sequence[QueryTerm]], fields: Sequence[str])
         matched = term_coverage(terms, fields, tokenized=tokenized)
         if not matched:
             continue
-        key = (len(matched) / len(terms), len(matched))
+        match = LexicalMatch(
+            tuple(t.as_lexical_term(t.tokens in common) for t in matched),
+            len(terms),
+            sum(1 for t in terms if t.tokens in common),
+        )
+        counted, total = match.counted
+        key = (counted / total if total else 0.0, counted, len(matched) / len(terms), len(matched))
         if best is None or key > best:
             best = key
-            answer = LexicalMatch(tuple(t.as_lexical_term() for t in matched), len(terms))
+            answer = match
     return answer
 
 
@@ -481,14 +494,52 @@ def selective_terms(
     share = COMMON_TERM_SHARE if share is None else share
     if total < min_records:  # small stores: scanning is cheap and every term counts
         return terms
-
-    def records_with(t: QueryTerm) -> int:  # an upper bound when inflections share records
-        return counts.get(t.tokens[0], 0) + sum(counts.get(v, 0) for v in t.variants)
-
-    kept = [t for t in terms if not t.stemmable or records_with(t) <= share * total]
+    kept = [t for t in terms if not t.stemmable or records_with(t, counts) <= share * total]
     if kept:
         return kept
-    return [min(terms, key=records_with)]
+    return [min(terms, key=lambda t: records_with(t, counts))]
+
+
+def records_with(term: QueryTerm, counts: Mapping[str, int]) -> int:
+    """Records holding the word or an inflection: an upper bound when inflections share records."""
+    return counts.get(term.tokens[0], 0) + sum(counts.get(v, 0) for v in term.variants)
+
+
+COMMON_WORD_REFERENCE_TOKENS = 20
+"""The record length (tokens: a sentence or two) at which ``gate.common_word_share`` applies."""
+
+
+def common_share(share: float, average_tokens: float) -> float:
+    """``share`` for records of ``average_tokens``: a word as frequent per token is in more of
+    longer records (``1 - (1 - share) ** (length / reference)``); never below ``share``."""
+    if average_tokens <= COMMON_WORD_REFERENCE_TOKENS:
+        return share
+    return 1.0 - (1.0 - share) ** (average_tokens / COMMON_WORD_REFERENCE_TOKENS)
+
+
+def common_words(
+    terms: Iterable[QueryTerm],
+    total: int,
+    counts: Mapping[str, int],
+    *,
+    share: float,
+    min_records: int,
+    average_tokens: float = 0.0,
+) -> set[tuple[str, ...]]:
+    """The plain words in more than ``share`` of the searcher's ``total`` records.
+
+    In a chat history "awesome", "great" or "sounds" sit in one record in ten; a turn that
+    shares two of them with a stored one is not about it, so the gate counts such words
+    neither as matched nor as the query's (they still rank). Names as written, identifiers,
+    aliases and phrases are never common: how often a person is mentioned says nothing about
+    filler. Under ``min_records`` a share says little and nothing is common. Records longer
+    than a sentence or two hold more words each, so the share rises with their average
+    length (:func:`common_share`): "family" in a fifth of long diary entries is not filler.
+    """
+    if total < min_records or share >= 1.0:
+        return set()
+    common = common_share(share, average_tokens) * total
+    return {t.tokens for t in terms if t.stemmable and not t.is_name and records_with(t, counts) > common}
 
 
 async def lexical_search(
@@ -501,6 +552,8 @@ async def lexical_search(
     scopes: Sequence[Scope] | None = None,
     common_term_min_records: int | None = None,
     common_term_share: float | None = None,
+    common_word_share: float = 1.0,
+    common_word_min_records: int = 0,
     unselective: Collection[str] = frozenset(),
 ) -> list[LexicalHit]:
     """Up to ``k`` eligible records matching any query's terms, best BM25 first (spec §10.2).
@@ -517,6 +570,7 @@ async def lexical_search(
     ``common_term_*`` are the retrieval config's pruning keys (default: the module's).
     ``unselective`` are aliases of names that cannot tell records apart (query_focus): their
     words stay out of the full-text query, as common words do, unless nothing else is left.
+    ``common_word_*`` are the gate's (:func:`common_words`); the default flags nothing.
     """
     if not eligible or k <= 0:
         return []
@@ -525,6 +579,7 @@ async def lexical_search(
         return []
     if scopes is None:
         scopes = await store.scopes_of(eligible)
+    common: set[tuple[str, ...]] = set()
     async with store.lexical_index(scopes) as index:
         plain = [t for terms in per_query for t in terms if t.stemmable]
         if plain:  # one vocabulary read: inflections to add, then which words are worth searching
@@ -536,8 +591,17 @@ async def lexical_search(
             counts = dict(stats.counts)
             for indexed in stats.variants.values():
                 counts.update(indexed)  # (term, records) pairs: the inflections' own counts
+            every = [t for q in per_query for t in q]
+            common = common_words(
+                every,
+                stats.total,
+                counts,
+                share=common_word_share,
+                min_records=common_word_min_records,
+                average_tokens=stats.average_tokens,
+            )
             terms = selective_terms(
-                [t for q in per_query for t in q],
+                every,
                 stats.total,
                 counts,
                 min_records=common_term_min_records,
@@ -554,7 +618,7 @@ async def lexical_search(
         rows = await store.fts_search(match, eligible, k, index=index)
     hits: list[LexicalHit] = []
     for record_id, score, content, subject, aliases in rows:
-        found = _best_match(per_query, (content, subject, aliases))
+        found = _best_match(per_query, (content, subject, aliases), common)
         if found is not None:
             hits.append(LexicalHit(record_id, len(hits) + 1, score, found))
     return hits

@@ -19,7 +19,7 @@ from retold.retrieve.fusion import assemble, read_flags
 from retold.retrieve.gate import GateSubject, empty_reason, gate
 from retold.store import Store
 
-__all__ = ["GateReplay", "candidates_from_log", "replay_gate"]
+__all__ = ["GateReplay", "candidates_from_log", "lexical_from_log", "replay_gate"]
 
 
 @dataclass(frozen=True)
@@ -35,13 +35,19 @@ def _load(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str) else value
 
 
+def lexical_from_log(row: dict[str, Any]) -> dict[str, tuple[GeneratorHit, LexicalMatch]]:
+    """The logged lexical list: each record's hit and matched terms."""
+    return {
+        # Logs before common words (issue 18) have three-field terms and no common count.
+        r[0]: (GeneratorHit(r[1], r[2]), LexicalMatch(tuple(LexicalTerm(*t) for t in r[3]), *r[4:6]))
+        for r in _load(row["lexical"])
+    }
+
+
 def candidates_from_log(row: dict[str, Any]) -> list[Candidate]:
     """Rebuild the ranked, freshness-adjusted candidates exactly as the search gated them."""
     dense = {r[0]: GeneratorHit(r[1], r[2]) for r in _load(row["dense"])}
-    lexical = {
-        r[0]: (GeneratorHit(r[1], r[2]), LexicalMatch(tuple(LexicalTerm(*t) for t in r[3]), r[4]))
-        for r in _load(row["lexical"])
-    }
+    lexical = lexical_from_log(row)
     entity = {r[0]: (GeneratorHit(r[1], 0.0), r[2]) for r in _load(row["entity"])}
     freshness = {r[0]: r[1] for r in _load(row["freshness"])}
     out = []

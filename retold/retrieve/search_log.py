@@ -73,8 +73,9 @@ def log_row(
                 h.record_id,
                 h.rank,
                 round(h.bm25, 4),
-                [[t.value, t.is_identifier, t.is_entity_alias] for t in h.match.terms],
+                [[t.value, t.is_identifier, t.is_entity_alias, t.common] for t in h.match.terms],
                 h.match.total_terms,
+                h.match.common_terms,
             ]
             for h in run.lexical
         ],
@@ -106,7 +107,12 @@ def log_row(
             "focus_queries": cfg.retrieval.focus_queries,
             "entity_max_share": cfg.retrieval.entity_max_share,
             # enabled False: the caller asked for every match (floors at zero)
-            "gate": {"enabled": req.gate, **floors.summary()},
+            "gate": {
+                "enabled": req.gate,
+                **floors.summary(),
+                "common_word_share": cfg.retrieval.gate.common_word_share,
+                "common_word_min_records": cfg.retrieval.gate.common_word_min_records,
+            },
             "dedup_cosine": cfg.retrieval.dedup_cosine,
             "rrf_k": cfg.retrieval.rrf_k,
         },

@@ -41,6 +41,11 @@ class TermStatistics(NamedTuple):
     total: int  # indexed records
     counts: dict[str, int]  # token -> records containing it
     variants: dict[str, list[tuple[str, int]]]  # stem -> [(indexed term starting with it, records)]
+    tokens: int = 0  # tokens in the indexed records, every column: their average length
+
+    @property
+    def average_tokens(self) -> float:
+        return self.tokens / self.total if self.total else 0.0
 
 
 @dataclass
@@ -143,6 +148,11 @@ def _fts_averages(averages: bytes | None) -> list[int]:
                 break
         values.append(value)
     return values or [0]
+
+
+def fts_tokens_total(averages: bytes | None) -> int:
+    """The tokens of every column together, from the same record."""
+    return sum(_fts_averages(averages)[1:])
 
 
 def _fts_rows(averages: bytes | None) -> int:

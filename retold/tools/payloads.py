@@ -140,10 +140,16 @@ def explanation_payload(explanation: Explanation, rrf_k: int) -> dict[str, Any]:
         if e.lexical_terms is None
         else {
             "terms": [
-                {"value": t.value, "is_identifier": t.is_identifier, "is_entity_alias": t.is_entity_alias}
+                {
+                    "value": t.value,
+                    "is_identifier": t.is_identifier,
+                    "is_entity_alias": t.is_entity_alias,
+                    "common": t.common,
+                }
                 for t in e.lexical_terms.terms
             ],
             "total_terms": e.lexical_terms.total_terms,
+            "common_terms": e.lexical_terms.common_terms,
         },
         "rrf": {"k": rrf_k, "contributions": parts, "score": round(sum(parts.values()), 6)},
         "fused_rank": e.fused_rank,

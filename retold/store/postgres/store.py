@@ -205,6 +205,7 @@ class PgStore(Bm25Mixin, Store):
             index.rows,
             {t: cache.counts.get(t, 0) for t in tokens},
             {s: cache.variants.get(s, []) for s in stems},
+            index.tokens,
         )
 
     def _fetch_sync(self, sql: str, params: list[Any]) -> list[Any]:
