@@ -94,7 +94,7 @@ class LexicalIndex:
     shared: bool
     vocabulary: _Vocabulary = field(default_factory=_Vocabulary)
     scopes: tuple[Scope, ...] = ()  # PostgreSQL: the readable scopes its statistics cover
-    tokens: int = 0  # PostgreSQL: the readable rows' total length (BM25's average length)
+    tokens: int = 0  # the rows' total length, every column (BM25's and the common words' average)
 
     @property
     def table(self) -> str:
@@ -420,14 +420,17 @@ class LexicalIndexMixin:
             if present is not None:
                 # Every live record lies in the searcher's scopes (FTS rows exist for live records only).
                 readable = present <= {(s.kind, s.id) for s in key}
-                rows = _fts_rows(token[1])
+                rows, tokens = _fts_rows(token[1]), fts_tokens_total(token[1])
             else:  # the caches were dropped under this search: count instead
                 readable, rows = await self._store_index_readable(key)
+                tokens = await self._fts_tokens("main.records_fts") if readable else 0
             state.readable[key] = readable
             if readable and state.shared is None:
                 carried = state.carried
                 vocabulary = carried[1] if carried and carried[0] == token else _Vocabulary()
-                state.shared = LexicalIndex("records_fts", "main", rows, shared=True, vocabulary=vocabulary)
+                state.shared = LexicalIndex(
+                    "records_fts", "main", rows, shared=True, vocabulary=vocabulary, tokens=tokens
+                )
         if readable:
             assert state.shared is not None
             return state.shared
@@ -450,7 +453,9 @@ class LexicalIndexMixin:
     async def _fresh_lexical_index(self, key: tuple[Scope, ...]) -> LexicalIndex:
         readable, rows = await self._store_index_readable(key)
         if readable:
-            return LexicalIndex("records_fts", "main", rows, shared=True)
+            return LexicalIndex(
+                "records_fts", "main", rows, shared=True, tokens=await self._fts_tokens("main.records_fts")
+            )
         name = _index_name()
         try:
             return await self._build_lexical_index(key, name)
@@ -509,4 +514,8 @@ class LexicalIndexMixin:
             params,
         )
         rows = int(await self.db.fetchval(f"SELECT count(*) FROM temp.{name}_docsize"))
-        return LexicalIndex(name, "temp", rows, shared=False)
+        return LexicalIndex(name, "temp", rows, shared=False, tokens=await self._fts_tokens(f"temp.{name}"))
+
+    async def _fts_tokens(self, table: str) -> int:
+        """The total length FTS5 keeps for ``table`` (its averages record: one row read by key)."""
+        return fts_tokens_total(await self.db.fetchval(f"SELECT block FROM {table}_data WHERE id = 1"))

@@ -15,7 +15,7 @@ from typing import Any
 
 from retold.models import Scope
 from retold.store.eligible import EligibleSet
-from retold.store.lexical_index import LexicalIndex, LexicalIndexMixin, TermStatistics, fts_tokens_total
+from retold.store.lexical_index import LexicalIndex, LexicalIndexMixin, TermStatistics
 
 __all__ = ["LexicalIndex", "SearchMixin", "TermStatistics"]
 
@@ -123,14 +123,11 @@ class SearchMixin(LexicalIndexMixin):
             found = {r[0]: int(r[1]) for r in rows}
             for term in missing:
                 cache.counts[term] = found.get(term, 0)
-        # FTS5's averages record (a one-row read by key): the records' length, never cached, so it
-        # cannot lag a vocabulary carried forward over later writes.
-        averages = await self.db.fetchval(f"SELECT block FROM {index.table}_data WHERE id = 1")
         return TermStatistics(
             index.rows,
             {t: cache.counts.get(t, 0) for t in tokens},
             {s: cache.variants.get(s, []) for s in stems},
-            fts_tokens_total(averages),
+            index.tokens,
         )
 
     # --- aliases and entities ---------------------------------------------------------------------
