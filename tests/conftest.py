@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -67,12 +67,29 @@ def store_location(tmp_path: Path, backend: str) -> Callable[[str], Path | str]:
     return location
 
 
+@pytest.fixture(autouse=True)
+def _drop_test_databases() -> Iterator[None]:
+    """The PostgreSQL databases a test made go when it ends (after its other fixtures)."""
+    yield
+    import sys
+
+    server = sys.modules.get("tests.postgres_server")
+    if server is not None:
+        server.drop_databases()
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """A skipped test is a test that did not run: fail the run instead of passing quietly.
 
     A missing optional dependency must break the suite, not shrink it. Set
-    RETOLD_ALLOW_SKIPS=1 to look at a partial run locally.
+    RETOLD_ALLOW_SKIPS=1 to look at a partial run locally. The embedded PostgreSQL server
+    stops here too, in each xdist worker, which ends without running ``atexit``.
     """
+    import sys
+
+    server = sys.modules.get("tests.postgres_server")
+    if server is not None:
+        server.stop()
     reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     skipped = len(reporter.stats.get("skipped", [])) if reporter else 0
     if skipped and os.environ.get("RETOLD_ALLOW_SKIPS") != "1" and exitstatus == 0:

