@@ -357,7 +357,8 @@ class Table:
                     c.dense.score if c.dense is not None else -np.inf,
                     matched,
                     total,
-                    bool(terms and any(t.is_identifier or t.is_entity_alias for t in terms.terms)),
+                    # one match suffices: an identifier, an alias or a rare word (as the gate)
+                    bool(terms and any(t.precise or (t.rare and not t.common) for t in terms.terms)),
                     c.entity is not None,
                     sum(h is not None for h in (c.dense, c.lexical, c.entity)),
                     c.score,

@@ -48,6 +48,8 @@ __all__ = [
     "Question",
     "Turn",
     "evidence_ids",
+    "first_person",
+    "in_first_person",
     "ingest_conversations",
     "ingest_trusted",
     "load_conversations",
@@ -75,8 +77,9 @@ class Turn:
 
     @property
     def content(self) -> str:
-        """The record content: speaker-attributed, so lexical search sees the name."""
-        return f"{self.speaker}: {self.text}"
+        """The record content: speaker-attributed, so lexical search sees the name; a turn with
+        no speaker is the user's own message (:func:`first_person`) and is stored as said."""
+        return f"{self.speaker}: {self.text}" if self.speaker else self.text
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,7 @@ class Conversation:
     speakers: tuple[str, str]
     turns: list[Turn]
     questions: list[Question]
+    origin: str = ""  # the LoCoMo conversation a first-person store was made from
 
     @property
     def scope(self) -> Scope:
@@ -138,6 +142,99 @@ def windows(conv: Conversation, n: int) -> tuple[Conversation, dict[str, list[st
             joined.append(Turn(first.dia_id, first.session, first.index, first.speaker, text, first.at))
             members[first.dia_id] = [t.dia_id for t in group]
     return Conversation(conv.sample_id, conv.speakers, joined, conv.questions), members
+
+
+# Before these words a speaker's name is the subject ("when did Caroline go"): "I", else "me".
+_SUBJECT_BEFORE = frozenset(
+    [
+        "did",
+        "does",
+        "do",
+        "is",
+        "was",
+        "are",
+        "were",
+        "has",
+        "have",
+        "had",
+        "will",
+        "would",
+        "can",
+        "could",
+        "should",
+        "may",
+        "might",
+        "who",
+        "what",
+        "when",
+        "where",
+        "why",
+        "how",
+        "which",
+        "and",
+    ]
+)
+
+
+def first_person(conv: Conversation) -> list[Conversation]:
+    """Each speaker's own turns as one user's store, asked about in that user's own words.
+
+    A stand-in for assistants' memories (the held-out benchmark's kind): the user's messages
+    are stored as said, without a speaker name or entity, and a question is kept only when all
+    its evidence is that user's turns and it names them, then put in the first person
+    ("When did Caroline go to the support group?" asked by Caroline: "When did I go to the
+    support group?"), so neither the name nor the entity channel can carry it. Each store's
+    ``sample_id`` is ``<sample_id>-<n>`` (n = 1, 2 for the two speakers), ``origin`` the
+    conversation's.
+    """
+    speaker_of = {t.dia_id: t.speaker for t in conv.turns}
+    out = []
+    for n, speaker in enumerate(conv.speakers, start=1):
+        sample_id = f"{conv.sample_id}-{n}"
+        own = [t for t in conv.turns if t.speaker == speaker]
+        turns = [Turn(t.dia_id, t.session, t.index, "", t.text, t.at) for t in own]
+        questions = []
+        for q in conv.questions:
+            owners = {speaker_of[d] for d in q.evidence if d in speaker_of}
+            asked = in_first_person(q.question, speaker)
+            if q.category <= 4 and owners == {speaker} and asked is not None:
+                questions.append(Question(sample_id, asked, q.answer, q.evidence, q.category))
+        out.append(Conversation(sample_id, conv.speakers, turns, questions, origin=conv.sample_id))
+    return out
+
+
+def in_first_person(question: str, name: str) -> str | None:
+    """``question`` with ``name`` replaced by "my" / "I" / "me"; None when it does not name them."""
+    possessive = re.compile(rf"\b{re.escape(name)}['’]s\b")
+    plain = re.compile(rf"\b{re.escape(name)}\b")
+    if not plain.search(question):
+        return None
+    text = possessive.sub("my", question)
+
+    def pronoun(m: re.Match[str]) -> str:
+        before = text[: m.start()].split()
+        return "I" if not before or before[-1].lower().strip(",") in _SUBJECT_BEFORE else "me"
+
+    text = plain.sub(pronoun, text)
+    for third, first in _THIRD_TO_FIRST:  # "in her education" is theirs too, once they ask
+        text = third.sub(first, text)
+    return text[:1].upper() + text[1:]
+
+
+_THIRD_TO_FIRST = [
+    (re.compile(pattern, re.IGNORECASE), first)
+    for pattern, first in (
+        (r"\b(?:she|he)\b", "I"),
+        (r"\b(?:her|his)\b", "my"),
+        (r"\b(?:herself|himself)\b", "myself"),
+        (r"\bhas I\b", "have I"),
+        (r"\bis I\b", "am I"),
+        (r"\bdoes I\b", "do I"),
+        (r"\bI has\b", "I have"),
+        (r"\bI is\b", "I am"),
+        (r"\bI does\b", "I do"),
+    )
+]
 
 
 def parse_session_date(text: str) -> datetime:
@@ -350,7 +447,7 @@ def turn_request(conv: Conversation, turn: Turn) -> WriteRequest:
         content=turn.content,
         scope=conv.scope,
         source_kind="user_statement",
-        entities=[EntityMention("person", turn.speaker, "about")],
+        entities=[EntityMention("person", turn.speaker, "about")] if turn.speaker else [],
         event_at=turn.at,
         tags=["locomo"],
         source_ref=f"locomo:{conv.sample_id}:{turn.dia_id}",

@@ -74,6 +74,7 @@ from locomo_data import (  # noqa: E402
     Ingested,
     PreEmbedded,
     Question,
+    first_person,
     ingest_trusted,
     load_conversations,
     windows,
@@ -261,6 +262,8 @@ def progress_bar(console: Console) -> Progress:
 
 async def run(args: argparse.Namespace, path: Path | str) -> dict[str, Any]:
     conversations = load_conversations(args.data, limit=args.conversations)
+    if args.first_person:  # each speaker's own turns, asked about in the first person
+        conversations = [own for c in conversations for own in first_person(c)]
     # --turns-per-record: long records (several turns joined), each standing for all its turns.
     joined = [windows(c, args.turns_per_record) for c in conversations]
     conversations = [c for c, _ in joined]
@@ -342,8 +345,12 @@ def halves(conversations: Sequence[Conversation]) -> dict[str, set[str]]:
     Methods and parameters are chosen on the tuning half only; the held-out half is reported
     beside it, and a gain that shows only on the tuning half is not a gain.
     """
-    ids = [c.sample_id for c in conversations]
-    return {TUNING: set(ids[:5]), HELD_OUT: set(ids[5:])}
+    origins = list(dict.fromkeys(c.origin or c.sample_id for c in conversations))
+    tuning = set(origins[:5])
+    return {
+        TUNING: {c.sample_id for c in conversations if (c.origin or c.sample_id) in tuning},
+        HELD_OUT: {c.sample_id for c in conversations if (c.origin or c.sample_id) not in tuning},
+    }
 
 
 def write_dump(path: Path, asked: Sequence[Asked], absorbed: dict[str, list[str]]) -> None:
@@ -597,6 +604,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="N turns per transaction via rt.host.ingest_many (1: one rt.host.ingest each)")  # fmt: skip
     add("--turns-per-record", type=int, default=1, metavar="N",
         help="join every N consecutive turns of a session into one long record (default 1)")  # fmt: skip
+    add("--first-person", action="store_true",
+        help="one store per speaker of their own turns, asked about in the first person "
+             "(locomo_data.first_person; a stand-in for an assistant's memory of its user)")  # fmt: skip
     add(
         "--store",
         default=None,

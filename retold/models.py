@@ -411,6 +411,14 @@ class LexicalTerm:
     # A plain word in more than gate.common_word_share of the searcher's records: it ranks, but
     # it is no evidence for the gate ("awesome", "great" in a chat history).
     common: bool = False
+    # A plain word in at most gate.rare_word_records of the searcher's records: matched alone, it
+    # is evidence as an identifier is ("Where have I camped?"), and it cannot flood the answer.
+    rare: bool = False
+
+    @property
+    def precise(self) -> bool:
+        """An identifier or an entity alias: one match is enough for the lexical floors."""
+        return self.is_identifier or self.is_entity_alias
 
 
 @dataclass(frozen=True)

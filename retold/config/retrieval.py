@@ -140,6 +140,16 @@ _COMMON_WORD_MIN_RECORDS = (
     "Fewest records the searcher can read before any word is common (gate.common_word_share): in a "
     "small store a share says little. Integer >= 1."
 )
+_RARE_WORD_RECORDS = (
+    "A plain word in at most this many of the searcher's records is evidence alone, as an identifier "
+    "is, for gate.lexical_min_matched_terms: 'Where have I camped?' has one content word, and a word "
+    "in three records cannot flood the answer (the term fraction still applies). 0 turns it off. "
+    "Integer >= 0."
+)
+_RARE_WORD_MIN_RECORDS = (
+    "Fewest records the searcher can read before any word is rare (gate.rare_word_records): in a "
+    "store of a hundred facts 'morning' or 'nursing' is in three records and says nothing. Integer >= 1."
+)
 _CONTEXT = (
     "A candidate of the same-day context pass (retrieval.context_anchors) that clears no other floor "
     "still passes when a survivor shares its event day and its cosine is at least this; it can "
@@ -307,6 +317,8 @@ class GateConfig(_Block):
     lexical_min_matched_terms: _PositiveInt = Field(2, description=_LEXICAL_MATCHED)
     common_word_share: _Unit = Field(0.08, description=_COMMON_WORD_SHARE)
     common_word_min_records: _PositiveInt = Field(200, description=_COMMON_WORD_MIN_RECORDS)
+    rare_word_records: _NonNegativeInt = Field(3, description=_RARE_WORD_RECORDS)
+    rare_word_min_records: _PositiveInt = Field(200, description=_RARE_WORD_MIN_RECORDS)
     relative_floor: _Unit = Field(0.0, description=_RELATIVE)
     context_floor: _Unit = Field(0.2, description=_CONTEXT)
     companion_floor: _Unit = Field(0.2, description=_COMPANION)

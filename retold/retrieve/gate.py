@@ -53,21 +53,25 @@ def channel_count(candidate: Candidate) -> int:
 
 
 def _lexical_pass(candidate: Candidate, floors: GateFloors) -> tuple[bool, str | None]:
-    """Term fraction and count, common words (``LexicalTerm.common``) left out of both sides."""
+    """Term fraction and count, common words (``LexicalTerm.common``) left out of both sides; a
+    rare word (``LexicalTerm.rare``) stands in for the missing terms as an identifier does."""
     match = candidate.lexical_terms
     if candidate.lexical is None or match is None or match.total_terms == 0:
         return False, None
     matched, total = match.counted
     fraction = matched / total if total else 0.0
-    precise = any(t.is_identifier or t.is_entity_alias for t in match.terms)
+    precise = any(t.precise for t in match.terms)
+    rare = [t.value for t in match.terms if t.rare and not t.common and not t.precise]
     terms = f"lexical {matched}/{total} terms" + _common_note(match.common_terms)
     if fraction < floors.lexical_min_term_fraction:
         return False, f"{terms} < {floors.lexical_min_term_fraction:g} of the query"
     if matched < floors.lexical_min_matched_terms and not precise:
-        return False, (
-            f"{terms}, {matched} matched < {floors.lexical_min_matched_terms} "
-            "and no identifier or entity alias"
-        )
+        if not rare:
+            return False, (
+                f"{terms}, {matched} matched < {floors.lexical_min_matched_terms} "
+                "and no identifier, entity alias or rare word"
+            )
+        return True, f"{terms}, the rare word {rare[0]!r}"
     return True, terms
 
 

@@ -41,6 +41,7 @@ __all__ = [
     "lexical_search",
     "query_terms",
     "query_words",
+    "rare_words",
     "selective_terms",
     "stem",
     "stem_of",
@@ -222,8 +223,8 @@ class QueryTerm:
         """A plain word: identifiers, aliases and phrases are matched exactly as written."""
         return len(self.tokens) == 1 and not (self.is_identifier or self.is_entity_alias)
 
-    def as_lexical_term(self, common: bool = False) -> LexicalTerm:
-        return LexicalTerm(self.value, self.is_identifier, self.is_entity_alias, common)
+    def as_lexical_term(self, common: bool = False, rare: bool = False) -> LexicalTerm:
+        return LexicalTerm(self.value, self.is_identifier, self.is_entity_alias, common, rare)
 
 
 def is_proper_noun(word: QueryWord) -> bool:
@@ -441,6 +442,7 @@ def _best_match(
     per_query: Sequence[Sequence[QueryTerm]],
     fields: Sequence[str],
     common: Collection[tuple[str, ...]] = frozenset(),
+    rare: Collection[tuple[str, ...]] = frozenset(),
 ) -> LexicalMatch | None:
     """The query whose terms this record covers best, as the gate counts them (common words
     aside): highest fraction, then most terms, then first."""
@@ -454,7 +456,7 @@ def _best_match(
         if not matched:
             continue
         match = LexicalMatch(
-            tuple(t.as_lexical_term(t.tokens in common) for t in matched),
+            tuple(t.as_lexical_term(t.tokens in common, t.tokens in rare) for t in matched),
             len(terms),
             sum(1 for t in terms if t.tokens in common),
         )
@@ -542,6 +544,23 @@ def common_words(
     return {t.tokens for t in terms if t.stemmable and not t.is_name and records_with(t, counts) > common}
 
 
+def rare_words(
+    terms: Iterable[QueryTerm], total: int, counts: Mapping[str, int], *, max_records: int, min_records: int
+) -> set[tuple[str, ...]]:
+    """The plain words in at most ``max_records`` of the searcher's records (``gate.rare_word_records``).
+
+    The spec's two-term floor stops a one-word query ("deployment") from admitting every record
+    that mentions the word; a word in three records cannot flood, and in a question with one
+    content word ("Where have I camped?") it is all the evidence there is. The count is an
+    upper bound (inflections may share records), so a word is never called rarer than it is.
+    Under ``min_records`` (``gate.rare_word_min_records``) nothing is rare: in a handful of
+    records every word is in few of them, and one word is no evidence.
+    """
+    if max_records <= 0 or total < min_records:
+        return set()
+    return {t.tokens for t in terms if t.stemmable and records_with(t, counts) <= max_records}
+
+
 async def lexical_search(
     store: Store,
     queries: list[str],
@@ -554,6 +573,8 @@ async def lexical_search(
     common_term_share: float | None = None,
     common_word_share: float = 1.0,
     common_word_min_records: int = 0,
+    rare_word_records: int = 0,
+    rare_word_min_records: int = 0,
     unselective: Collection[str] = frozenset(),
 ) -> list[LexicalHit]:
     """Up to ``k`` eligible records matching any query's terms, best BM25 first (spec §10.2).
@@ -570,7 +591,8 @@ async def lexical_search(
     ``common_term_*`` are the retrieval config's pruning keys (default: the module's).
     ``unselective`` are aliases of names that cannot tell records apart (query_focus): their
     words stay out of the full-text query, as common words do, unless nothing else is left.
-    ``common_word_*`` are the gate's (:func:`common_words`); the default flags nothing.
+    ``common_word_*`` and ``rare_word_*`` are the gate's (:func:`common_words`,
+    :func:`rare_words`); the defaults flag nothing.
     """
     if not eligible or k <= 0:
         return []
@@ -580,6 +602,7 @@ async def lexical_search(
     if scopes is None:
         scopes = await store.scopes_of(eligible)
     common: set[tuple[str, ...]] = set()
+    rare: set[tuple[str, ...]] = set()
     async with store.lexical_index(scopes) as index:
         plain = [t for terms in per_query for t in terms if t.stemmable]
         if plain:  # one vocabulary read: inflections to add, then which words are worth searching
@@ -600,6 +623,9 @@ async def lexical_search(
                 min_records=common_word_min_records,
                 average_tokens=stats.average_tokens,
             )
+            rare = rare_words(
+                every, stats.total, counts, max_records=rare_word_records, min_records=rare_word_min_records
+            )
             terms = selective_terms(
                 every,
                 stats.total,
@@ -618,7 +644,7 @@ async def lexical_search(
         rows = await store.fts_search(match, eligible, k, index=index)
     hits: list[LexicalHit] = []
     for record_id, score, content, subject, aliases in rows:
-        found = _best_match(per_query, (content, subject, aliases), common)
+        found = _best_match(per_query, (content, subject, aliases), common, rare)
         if found is not None:
             hits.append(LexicalHit(record_id, len(hits) + 1, score, found))
     return hits

@@ -322,6 +322,8 @@ async def generate(services: SearchServices, run: SearchRun) -> None:
             common_term_share=cfg.common_term_share,
             common_word_share=cfg.gate.common_word_share,
             common_word_min_records=cfg.gate.common_word_min_records,
+            rare_word_records=cfg.gate.rare_word_records,
+            rare_word_min_records=cfg.gate.rare_word_min_records,
             unselective=entities.unselective if cfg.focus_queries else frozenset(),
         )
         t = run.mark("lexical", t)

@@ -73,7 +73,7 @@ def log_row(
                 h.record_id,
                 h.rank,
                 round(h.bm25, 4),
-                [[t.value, t.is_identifier, t.is_entity_alias, t.common] for t in h.match.terms],
+                [[t.value, t.is_identifier, t.is_entity_alias, t.common, t.rare] for t in h.match.terms],
                 h.match.total_terms,
                 h.match.common_terms,
             ]
@@ -112,6 +112,8 @@ def log_row(
                 **floors.summary(),
                 "common_word_share": cfg.retrieval.gate.common_word_share,
                 "common_word_min_records": cfg.retrieval.gate.common_word_min_records,
+                "rare_word_records": cfg.retrieval.gate.rare_word_records,
+                "rare_word_min_records": cfg.retrieval.gate.rare_word_min_records,
             },
             "dedup_cosine": cfg.retrieval.dedup_cosine,
             "rrf_k": cfg.retrieval.rrf_k,

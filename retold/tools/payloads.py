@@ -145,6 +145,7 @@ def explanation_payload(explanation: Explanation, rrf_k: int) -> dict[str, Any]:
                     "is_identifier": t.is_identifier,
                     "is_entity_alias": t.is_entity_alias,
                     "common": t.common,
+                    "rare": t.rare,
                 }
                 for t in e.lexical_terms.terms
             ],

@@ -141,7 +141,7 @@ async def test_the_memory_search_response_is_the_same_with_or_without_the_other_
         await put(rt, clock, U2, "Dinner plans for Saturday")
         before = await answer(rt, ["connect"])
         lexical_hits = json.loads(before["log"]["lexical"])  # one term alone does not pass the gate
-        assert [(h[0], h[3]) for h in lexical_hits] == [(mine, [["connect", False, False, False]])]
+        assert [(h[0], h[3]) for h in lexical_hits] == [(mine, [["connect", False, False, False, False]])]
         for i in range(256):
             await put(rt, clock, U1, f"connect{i:03d}")
         assert await answer(rt, ["connect"]) == before
