@@ -29,7 +29,7 @@ EPISODE = GateSubject("episodic", "user_statement")
 TYPES = ("semantic", "episodic", "procedural", "session_summary")
 
 
-def lexical_only(terms: tuple[LexicalTerm, ...], total: int, common: int) -> Candidate:
+def lexical_only(terms: tuple[LexicalTerm, ...], total: int, common: int = 0) -> Candidate:
     return Candidate(
         "r", None, GeneratorHit(1, 5.0), LexicalMatch(terms, total, common), None, None, 0.1, 1,
         None, 0.1, None, None, None,

@@ -16,24 +16,13 @@ from hypothesis import strategies as st
 
 import retold
 from retold.ingest.write.request import WriteRequest
-from retold.models import Candidate, GeneratorHit, LexicalMatch, LexicalTerm, Scope, SearchRequest
-from retold.retrieve.gate import GateSubject, gate, passes_step1
+from retold.models import LexicalTerm, Scope, SearchRequest
+from retold.retrieve.gate import gate, passes_step1
 from retold.retrieve.lexical import query_terms, rare_words, with_variants
 from retold.retrieve.replay import replay_gate
 
+from .test_common_words import EPISODE, FLOORS, TYPES, lexical_only
 from .writepath import make_world
-
-FLOORS = retold.Config().retrieval.gate.floors_for("tool")
-EPISODE = GateSubject("episodic", "user_statement")
-TYPES = ("semantic", "episodic", "procedural", "session_summary")
-
-
-def lexical_only(terms: tuple[LexicalTerm, ...], total: int, common: int = 0) -> Candidate:
-    return Candidate(
-        "r", None, GeneratorHit(1, 5.0), LexicalMatch(terms, total, common), None, None, 0.1, 1,
-        None, 0.1, None, None, None,
-    )  # fmt: skip
-
 
 # --- which words are rare ------------------------------------------------------------------------
 
