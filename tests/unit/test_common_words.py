@@ -183,24 +183,36 @@ CHAT = [f"Awesome, sounds great! See you on day {n}" for n in range(6)] + [
 ]
 
 
-async def _world(store_location: Any, name: str, share: float) -> tuple[Any, Any, dict[str, str]]:
-    config = retold.Config().override({
-        "retrieval.gate.common_word_share": share,
-        "retrieval.gate.common_word_min_records": 10,
-        # Lexical floors alone decide here: nothing passes on the fake embedder's cosines.
-        "retrieval.gate.dense_floor": dict.fromkeys(TYPES, 1.0),
-        "retrieval.gate.standout_floor": 1.0,
-        "retrieval.gate.window_floor": 1.0,
-    })  # fmt: skip
+# Lexical floors alone decide: nothing passes on the fake embedder's cosines.
+LEXICAL_FLOORS_ONLY = {
+    "retrieval.gate.dense_floor": dict.fromkeys(TYPES, 1.0),
+    "retrieval.gate.standout_floor": 1.0,
+    "retrieval.gate.window_floor": 1.0,
+}
+
+
+async def lexical_world(
+    store_location: Any, name: str, overrides: dict[str, Any], contents: list[str]
+) -> tuple[Any, dict[str, str]]:
+    """A world whose gate reads only the lexical floors, ``contents`` written as the user's episodes."""
+    config = retold.Config().override({**LEXICAL_FLOORS_ONLY, **overrides})
     world = await make_world(store_location(name), config=config)
     ids: dict[str, str] = {}
-    for content in [*CHAT, "Awesome pottery class, the teacher was great"]:
+    for content in contents:
         written = await world.rt.host.ingest(world.p, WriteRequest(
             type="episodic", content=content, scope=world.p.user_scope, source_kind="user_statement",
             trusted=True,
         ))  # fmt: skip
         assert written.ok, written
         ids[content] = written.record_id
+    return world, ids
+
+
+async def _world(store_location: Any, name: str, share: float) -> tuple[Any, Any, dict[str, str]]:
+    overrides = {"retrieval.gate.common_word_share": share, "retrieval.gate.common_word_min_records": 10}
+    world, ids = await lexical_world(
+        store_location, name, overrides, [*CHAT, "Awesome pottery class, the teacher was great"]
+    )
     return world.rt, world.p, ids
 
 

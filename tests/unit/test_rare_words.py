@@ -21,8 +21,7 @@ from retold.retrieve.gate import gate, passes_step1
 from retold.retrieve.lexical import query_terms, rare_words, with_variants
 from retold.retrieve.replay import replay_gate
 
-from .test_common_words import EPISODE, FLOORS, TYPES, lexical_only
-from .writepath import make_world
+from .test_common_words import EPISODE, FLOORS, lexical_only, lexical_world
 
 # --- which words are rare ------------------------------------------------------------------------
 
@@ -97,26 +96,14 @@ CAMPED = "We camped by the lake and watched the stars all night"
 
 
 async def _world(store_location: Any, name: str, notes: list[str]) -> tuple[Any, Any, dict[str, str]]:
-    config = retold.Config().override({
+    overrides = {
         "retrieval.gate.rare_word_min_records": 50,  # the default 200 would need a larger store
-        # Lexical floors alone decide here: nothing passes on the fake embedder's cosines.
-        "retrieval.gate.dense_floor": dict.fromkeys(TYPES, 1.0),
-        "retrieval.gate.standout_floor": 1.0,
-        "retrieval.gate.window_floor": 1.0,
-        # ...and no record beside an answer rides along with it.
+        # No record beside an answer rides along with it.
         "retrieval.gate.context_floor": 1.0,
         "retrieval.gate.companion_floor": 1.0,
         "retrieval.gate.companion_beside_floor": 1.0,
-    })  # fmt: skip
-    world = await make_world(store_location(name), config=config)
-    ids: dict[str, str] = {}
-    for content in [*notes, CAMPED]:
-        written = await world.rt.host.ingest(world.p, WriteRequest(
-            type="episodic", content=content, scope=world.p.user_scope, source_kind="user_statement",
-            trusted=True,
-        ))  # fmt: skip
-        assert written.ok, written
-        ids[content] = written.record_id
+    }
+    world, ids = await lexical_world(store_location, name, overrides, [*notes, CAMPED])
     return world, world.p, ids
 
 
