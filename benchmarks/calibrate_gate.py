@@ -61,7 +61,7 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -76,8 +76,8 @@ for entry in (ROOT, ROOT / "benchmarks"):  # runnable as `python benchmarks/cali
 from locomo_data import Conversation, Ingested, ingest_conversations, load_conversations  # noqa: E402
 
 import retold  # noqa: E402
-from retold.config import Config, DenseFloors, GateFloors  # noqa: E402
-from retold.models import Candidate, Principal, SearchRequest  # noqa: E402
+from retold.config import Config, DenseFloors, GateConfig, GateFloors  # noqa: E402
+from retold.models import Candidate, Principal, SearchRequest, Trigger  # noqa: E402
 from retold.retrieve.freshness import freshness_multiplier  # noqa: E402
 from retold.retrieve.gate import STANDOUT_MIN_MATCHES, GateSubject, gate  # noqa: E402
 from retold.retrieve.replay import candidates_from_log, replay_gate  # noqa: E402
@@ -137,21 +137,41 @@ class Item:
 
 
 STATEMENTS = Config().retrieval.gate.auto.statements
-# A search's floors as (if it asks, if it plainly states); equal for tool searches (query_kind).
-Rule = tuple[GateFloors, GateFloors]
+
+
+class Rule(NamedTuple):
+    """A search's floors by its logged query kind (``GateFloors.query_kind``): one that asks, one
+    that plainly states (auto only) and a question about the searcher (a smaller standout margin)."""
+
+    asking: GateFloors
+    stating: GateFloors
+    about_self: GateFloors
+
+    @classmethod
+    def of(cls, gate_config: GateConfig, trigger: Trigger) -> Rule:
+        return cls(
+            gate_config.floors_for(trigger),
+            gate_config.floors_for(trigger, asks=False),
+            gate_config.floors_for(trigger, about_self=True),
+        )
+
+    def for_kind(self, kind: int) -> GateFloors:
+        return self[kind]
+
+
+ASKING, STATING, ABOUT_SELF = range(3)
 GRID_STATEMENT_OFFSET = [0.0, 0.05, 0.075, 0.1, 0.125, 0.15]
 GRID_STATEMENT_FRACTION = [0.5, 0.75, 1.0]
 
 
 def as_rule(floors: GateFloors | Rule) -> Rule:
-    return floors if isinstance(floors, tuple) else (floors, floors)
+    return floors if isinstance(floors, Rule) else Rule(floors, floors, floors)
 
 
-def logged_asks(row: dict[str, Any] | None) -> bool:
-    """Whether the logged search asked something (its floors' query kind; True when unknown)."""
-    if row is None:
-        return True
-    return _load(row["config_flags"]).get("gate", {}).get("query_kind") != "statement"
+def logged_kind(row: dict[str, Any] | None) -> int:
+    """Which of a rule's floors the logged search had (its floors' query kind; asking when unknown)."""
+    kind = None if row is None else _load(row["config_flags"]).get("gate", {}).get("query_kind")
+    return {"statement": STATING, "self": ABOUT_SELF}.get(kind or "", ASKING)
 
 
 @dataclass(frozen=True)
@@ -173,11 +193,8 @@ class Setting:
 
     def floors(self) -> Rule:
         """The floors exactly as ``GateConfig.floors_for`` builds them from this setting, for a
-        search that asks and (auto) for one that plainly states."""
-        gate_config = self.config().retrieval.gate
-        if not self.auto:
-            return as_rule(gate_config.floors_for("tool"))
-        return gate_config.floors_for("auto", asks=True), gate_config.floors_for("auto", asks=False)
+        search that asks, (auto) for one that plainly states and for a question about the searcher."""
+        return Rule.of(self.config().retrieval.gate, "auto" if self.auto else "tool")
 
     def config(self) -> Config:
         """A validated default config carrying this setting under its trigger's keys."""
@@ -308,8 +325,7 @@ async def load_logged(
         for it in items[:: max(1, len(items) // 25)]:
             row = rows[it.search_id]
             replayed = await replay_gate(rt.store, it.search_id, check)
-            asked = _load(row["config_flags"]).get("gate", {}).get("query_kind") != "statement"
-            floors = check.retrieval.gate.floors_for(row["trigger"], asks=asked)
+            floors = Rule.of(check.retrieval.gate, row["trigger"]).for_kind(logged_kind(row))
             kept, _ = gate(candidates(row, subjects), subjects, floors)
             assert replayed.kept == [c.record_id for c in kept], "replay_gate disagrees with gate()"
     return rows, subjects, event_at
@@ -376,7 +392,7 @@ class Table:
                 ))  # fmt: skip
         columns = list(zip(*cols, strict=True)) if cols else [()] * 18
         self.n = len(items)
-        self.asks = np.asarray([logged_asks(rows.get(it.search_id)) for it in items], dtype=bool)
+        self.kind = np.asarray([logged_kind(rows.get(it.search_id)) for it in items], dtype=np.int64)
         self.sid = np.asarray(columns[0], dtype=np.int64)
         self.dense = np.asarray(columns[1], dtype=np.float64)
         self.matched = np.asarray(columns[2], dtype=np.int64)
@@ -457,12 +473,15 @@ class Table:
 
     def kept(self, floors: GateFloors | Rule) -> np.ndarray:
         """Per candidate: does ``gate()`` keep it under ``floors`` (steps 1 and 2, vectorised);
-        a rule's second floors apply to the searches that plainly state (query_kind)."""
-        asking, stating = as_rule(floors)
-        kept = self._kept(asking)
-        if stating == asking:
-            return kept
-        return np.where(self.asks[self.sid], kept, self._kept(stating))
+        a rule's other floors apply to the searches of their query kind."""
+        rule = as_rule(floors)
+        kept = self._kept(rule.asking)
+        kinds = self.kind[self.sid]
+        for kind in (STATING, ABOUT_SELF):
+            other = rule.for_kind(kind)
+            if other != rule.asking and (kinds == kind).any():
+                kept = np.where(kinds == kind, self._kept(other), kept)
+        return kept
 
     def _kept(self, floors: GateFloors) -> np.ndarray:
         dense_floor = np.asarray(
@@ -608,10 +627,10 @@ def exact_check(
     Returns the class-1 share with a gold record among the first ``k`` survivors (budget order).
     """
     hits = present = 0
-    asking, stating = as_rule(floors)
+    rule = as_rule(floors)
     for s, item in enumerate(items):
         row = rows.get(item.search_id)
-        kept, _ = gate(candidates(row, subjects), subjects, asking if logged_asks(row) else stating)
+        kept, _ = gate(candidates(row, subjects), subjects, rule.for_kind(logged_kind(row)))
         ids = [c.record_id for c in kept]
         assert len(ids) == fast.survivors[s], f"sweep disagrees with gate() on {item.search_id}"
         assert bool(set(ids) & set(item.gold)) == bool(fast.gold_kept[s]), f"gold differs, {item.search_id}"
@@ -625,7 +644,7 @@ def exact_check(
 
 
 def describe(floors: GateFloors | Rule) -> dict[str, Any]:
-    asking, stating = as_rule(floors)
+    asking, stating, about_self = as_rule(floors)
     out: dict[str, Any] = {
         "dense_floor": asking.dense_floor.model_dump(),
         "lexical_min_term_fraction": asking.lexical_min_term_fraction,
@@ -637,11 +656,13 @@ def describe(floors: GateFloors | Rule) -> dict[str, Any]:
             "dense_floor": stating.dense_floor.model_dump(),
             "lexical_min_term_fraction": stating.lexical_min_term_fraction,
         }
+    if about_self.standout_margin != asking.standout_margin:
+        out["self_question_margin"] = about_self.standout_margin
     return out
 
 
 def short(floors: GateFloors | Rule) -> str:
-    asking, stating = as_rule(floors)
+    asking, stating, _ = as_rule(floors)
     d = asking.dense_floor
     text = (
         f"episodic {d.episodic:.3f}, semantic {d.semantic:.3f}, lexical fraction "
@@ -664,7 +685,7 @@ def print_rows(title: str, first: str, rows: list[tuple[str, dict[str, float]]])
 
 
 def yaml_snippet(tool: Rule, auto_rule: Rule, embedder: str, version: str) -> str:
-    tool_floors, (auto, stating) = tool[0], auto_rule
+    tool_floors, auto, stating = tool.asking, auto_rule.asking, auto_rule.stating
     offset = round(stating.dense_floor.episodic - auto.dense_floor.episodic, 3)
 
     def dense(d: DenseFloors, indent: str) -> str:
@@ -771,11 +792,11 @@ def main() -> None:
     chosen_auto = auto_setting.floors()
     k_tool, k_auto = Config().retrieval.default_k, Config().retrieval.trigger.auto_k
     plan = [
-        ("current defaults, tool", as_rule(defaults.floors_for("tool")), k_tool),
+        ("current defaults, tool", Rule.of(defaults, "tool"), k_tool),
         ("chosen, tool", chosen_tool, k_tool),
         (
             "current defaults, auto",
-            (defaults.floors_for("auto"), defaults.floors_for("auto", asks=False)),
+            Rule.of(defaults, "auto"),
             k_auto,
         ),
         ("chosen, auto", chosen_auto, k_auto),
@@ -898,7 +919,7 @@ def main() -> None:
             },
             "current_defaults": {
                 "tool": describe(defaults.floors_for("tool")),
-                "auto": describe((defaults.floors_for("auto"), defaults.floors_for("auto", asks=False))),
+                "auto": describe(Rule.of(defaults, "auto")),
             },
             "chosen": {"tool": describe(chosen_tool), "auto": describe(chosen_auto)},
             "metrics": report,

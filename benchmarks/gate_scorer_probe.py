@@ -59,7 +59,7 @@ def features(t: cg.Table, query_form: bool) -> np.ndarray:
         np.log(t.position),
     ]
     if query_form:
-        cols += [t.asks[t.sid], t.total]
+        cols += [t.kind[t.sid] != cg.STATING, t.total]
     return np.column_stack(cols).astype(float)
 
 
@@ -100,8 +100,8 @@ def main() -> None:
     }
     tables = {name: cg.Table(its, rows, subjects) for name, its in halves.items()}
     gate_config = Config().retrieval.gate
-    asking = gate_config.floors_for(args.trigger)
-    stating = gate_config.floors_for(args.trigger, asks=False)
+    rule = cg.Rule.of(gate_config, args.trigger)
+    asking = rule.asking
 
     def row(label: str, step1: dict[str, np.ndarray]) -> None:
         cells = []
@@ -112,7 +112,7 @@ def main() -> None:
 
     print(f"trigger {args.trigger}; class-1 recall / class-3 injection / class-2 empty")
     print(f"  {'':<22} {'tuning':<24} held-out")
-    shipped = [cell(rates(t, halves[n], t.kept((asking, stating)))) for n, t in tables.items()]
+    shipped = [cell(rates(t, halves[n], t.kept(rule))) for n, t in tables.items()]
     print(f"  {'shipped gate':<22} {shipped[0]:<24} {shipped[1]}")
     print("the real gate at other floors (episodic dense, lexical fraction; 2 terms):")
     for e, f in FLOOR_GRID:

@@ -186,6 +186,13 @@ _STANDOUT = (
 _STANDOUT_MARGIN = (
     "How far above the mean of the search's other dense matches a standout's cosine must lie. In [0, 1]."
 )
+_SELF_QUESTION_MARGIN = (
+    "The standout margin (gate.standout_margin) for a question the searcher asks about themselves "
+    '("When did I go to the museum?": a question in the first person singular that addresses no '
+    "one, retold.retrieve.query_kind.about_self): memory is where its answer lives, and one about "
+    "the user's own past, asked of long records, rarely clears an absolute floor. The lower of "
+    "this and gate.standout_margin applies. In [0, 1]."
+)
 _RELATIVE = (
     "Drops survivors whose fused score is below this fraction of the strongest survivor with the same "
     "number of contributing channels; entity hits are exempt. In [0, 1]."
@@ -232,6 +239,7 @@ class AutoGateConfig(_Block):
     companion_rank: _PositiveInt = Field(10, description=_COMPANION_RANK)
     standout_floor: _Unit = Field(0.4, description=_STANDOUT)
     standout_margin: _Unit = Field(0.25, description=_STANDOUT_MARGIN)
+    self_question_margin: _Unit = Field(0.12, description=_SELF_QUESTION_MARGIN)
     exclude_source_kinds: tuple[SourceKind, ...] = Field(
         ("session_summary",),
         description=(
@@ -257,7 +265,9 @@ class GateFloors:
     lexical_min_matched_terms: int
     relative_floor: float
     exclude_source_kinds: tuple[SourceKind, ...]
-    query_kind: str = "any"  # "question" or "statement" for auto floors, which depend on it
+    # "self" for a question about the searcher (tool and auto; a smaller standout margin),
+    # else "question" or "statement" for auto floors, which depend on it, and "any" for tool
+    query_kind: str = "any"
     context_floor: float = 1.0  # lowest cosine for a context candidate beside a survivor
     companion_floor: float = 1.0  # lowest cosine for a top-ranked candidate of an answered search
     companion_beside_floor: float = 1.0  # the same for one found beside the best or inside the dates
@@ -327,14 +337,17 @@ class GateConfig(_Block):
     companion_rank: _PositiveInt = Field(10, description=_COMPANION_RANK)
     standout_floor: _Unit = Field(0.3, description=_STANDOUT)
     standout_margin: _Unit = Field(0.22, description=_STANDOUT_MARGIN)
+    self_question_margin: _Unit = Field(0.12, description=_SELF_QUESTION_MARGIN)
     auto: AutoGateConfig = Field(
         default_factory=AutoGateConfig,
         description="Replaces every floor above for host-issued (auto) searches.",
     )
 
-    def floors_for(self, trigger: Trigger, *, asks: bool = True) -> GateFloors:
+    def floors_for(self, trigger: Trigger, *, asks: bool = True, about_self: bool = False) -> GateFloors:
         """The floors a search issued by ``trigger`` must clear: ``auto`` uses ``gate.auto``,
-        raised by ``gate.auto.statements`` when the search asks nothing (``asks`` false)."""
+        raised by ``gate.auto.statements`` when the search asks nothing (``asks`` false); a
+        question about the searcher (``about_self``, which implies asking) stands out at
+        ``self_question_margin``."""
         if trigger == "auto":
             auto = self.auto
             dense, fraction = auto.dense_floor, auto.lexical_min_term_fraction
@@ -348,14 +361,14 @@ class GateConfig(_Block):
                 lexical_min_matched_terms=auto.lexical_min_matched_terms,
                 relative_floor=auto.relative_floor,
                 exclude_source_kinds=auto.exclude_source_kinds,
-                query_kind="question" if asks else "statement",
+                query_kind=("self" if about_self else "question") if asks else "statement",
                 context_floor=auto.context_floor,
                 companion_floor=auto.companion_floor,
                 companion_beside_floor=auto.companion_beside_floor,
                 companion_rank=auto.companion_rank,
                 window_floor=auto.window_floor if asks else 1.0,
                 standout_floor=auto.standout_floor if asks else 1.0,
-                standout_margin=auto.standout_margin,
+                standout_margin=_margin(auto.standout_margin, auto.self_question_margin, about_self and asks),
             )
         if trigger == "tool":
             return GateFloors(
@@ -370,9 +383,14 @@ class GateConfig(_Block):
                 companion_rank=self.companion_rank,
                 window_floor=self.window_floor,
                 standout_floor=self.standout_floor,
-                standout_margin=self.standout_margin,
+                standout_margin=_margin(self.standout_margin, self.self_question_margin, about_self),
+                query_kind="self" if about_self else "any",
             )
         raise ValueError(f"trigger must be 'tool' or 'auto', not {trigger!r}")
+
+
+def _margin(standout: float, self_question: float, about_self: bool) -> float:
+    return min(standout, self_question) if about_self else standout
 
 
 class FreshnessConfig(_Block):

@@ -118,7 +118,7 @@ def passes_step1(
             score = candidate.dense.score
             return (
                 f"standout: dense {score:.2f} >= {floors.standout_floor:.2f}, {score - reference:.2f} above "
-                f"the mean {reference:.2f} of this search's other dense matches"
+                f"the mean {reference:.2f} of this search's other dense matches" + _self_note(floors)
             )
     ok, terms = _lexical_pass(candidate, floors)
     return terms if ok else None
@@ -145,9 +145,14 @@ def missed_floors(
     return "; ".join(parts)
 
 
+def _self_note(floors: GateFloors) -> str:
+    return " (a question about the searcher)" if floors.query_kind == "self" else ""
+
+
 def _standout_miss(score: float, reference: float, floors: GateFloors) -> str:
     return (
         f"standout {score - reference:.2f} above the other dense matches < {floors.standout_margin:.2f}"
+        + _self_note(floors)
         if score >= floors.standout_floor
         else f"standout needs dense >= {floors.standout_floor:.2f}"
     )

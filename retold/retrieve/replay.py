@@ -71,8 +71,9 @@ async def replay_gate(store: Store, search_id: str, config: Config) -> GateRepla
     candidates = [c for c in candidates if c.record_id in records]
     subjects = {rid: GateSubject(r.type, r.source_kind, r.event_at) for rid, r in records.items()}
     logged_gate = _load(row["config_flags"] or "{}").get("gate", {})
+    kind = logged_gate.get("query_kind")
     floors = config.retrieval.gate.floors_for(
-        row["trigger"], asks=logged_gate.get("query_kind") != "statement"
+        row["trigger"], asks=kind != "statement", about_self=kind == "self"
     )
     kept, gated_out = gate(candidates, subjects, floors)
     reason = None if kept else empty_reason(candidates, subjects, floors, eligible=len(candidates) or 1)

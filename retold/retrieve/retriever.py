@@ -45,7 +45,7 @@ from retold.retrieve.gate import GateSubject, empty_reason, gate
 from retold.retrieve.lexical import lexical_search
 from retold.retrieve.passage_scores import lift, ranked
 from retold.retrieve.query_focus import without_mentions
-from retold.retrieve.query_kind import asks
+from retold.retrieve.query_kind import about_self, asks
 from retold.retrieve.rewrite import rewrite_stage
 from retold.retrieve.search_log import log_row
 from retold.retrieve.subjects import about_someone_else
@@ -174,13 +174,15 @@ def validate_request(request: SearchRequest) -> SearchRequest:
 
 def run_floors(config: Config, run: SearchRun) -> GateFloors:
     """The floors this search must clear: its trigger's, for auto by whether the request's own
-    queries ask something (query_kind; a rewriter's keywords do not change it), all at zero
+    queries ask something, for both by whether they ask about the searcher (query_kind; a
+    rewriter's keywords change neither), all at zero
     when the request turned the gate off. Worked out once per search."""
     if run.floors is None:
         req = run.request
-        run.floors = config.retrieval.gate.floors_for(req.trigger, asks=asks(req.queries)).for_request(
-            req.gate
+        floors = config.retrieval.gate.floors_for(
+            req.trigger, asks=asks(req.queries), about_self=about_self(req.queries)
         )
+        run.floors = floors.for_request(req.gate)
     return run.floors
 
 

@@ -38,6 +38,7 @@ FLOOR_FIELDS: tuple[tuple[str, str], ...] = (
     ("window_floor", "window floor (cosine inside the query's dates)"),
     ("standout_floor", "standout floor (cosine of a match that stands out of the others)"),
     ("standout_margin", "standout margin (above the mean of the other dense matches)"),
+    ("self_question_margin", 'standout margin for a question about the searcher ("when did I...?")'),
 )
 """The replay form's fields: ``(name, label)``; names are config keys under the trigger's gate block."""
 

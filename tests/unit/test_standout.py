@@ -57,3 +57,41 @@ async def test_a_long_record_that_stands_out_answers_and_its_replay_agrees(store
         assert log is not None and json.loads(log["config_flags"])["gate"]["standout_margin"] == 0.2
     finally:
         await rt.close()
+
+
+async def test_a_question_about_the_searcher_stands_out_at_its_own_margin(store_location: Any) -> None:
+    """The same match answers "where did I buy...?" at gate.self_question_margin and stays out
+    for a question put to someone else, at the usual margin; the reason and the replay say so."""
+    margins = {
+        "retrieval.gate.standout_floor": 0.2,
+        "retrieval.gate.standout_margin": 0.9,
+        "retrieval.gate.self_question_margin": 0.0,
+    }
+    config = retold.Config().override({**OUT_OF_REACH, **margins})
+    world = await make_world(store_location("self.sqlite"), config=config)
+    rt, p = world.rt, world.p
+    try:
+        for n in range(14):
+            written = await rt.host.ingest(p, WriteRequest(
+                type="episodic", content=f"Watered the garden again, note {n}.", scope=p.user_scope,
+                source_kind="user_statement", trusted=True,
+            ))  # fmt: skip
+            assert written.ok, written
+        lamp = await rt.host.ingest(p, WriteRequest(
+            type="episodic", content=LAMP, scope=p.user_scope, source_kind="user_statement", trusted=True,
+        ))  # fmt: skip
+        assert lamp.ok, lamp
+        own = await rt.search(p, SearchRequest(queries=["Where did I buy the brass lamp?"], k=5))
+        assert own.results and own.results[0].record.id == lamp.record_id, own.empty_reason
+        assert own.results[0].explanation.gate.endswith("(a question about the searcher)")
+        asked = await rt.search(p, SearchRequest(queries=["Where did you buy the brass lamp?"], k=5))
+        assert asked.results == []
+        assert (await replay_gate(rt.store, own.search_id, rt.config)).kept[:1] == [lamp.record_id]
+        narrow = rt.config.override({"retrieval.gate.self_question_margin": 0.9})
+        empty = await replay_gate(rt.store, own.search_id, narrow)
+        assert empty.kept == [] and empty.empty_reason is not None
+        assert "(a question about the searcher)" in empty.empty_reason
+        log = await rt.store.search_log(own.search_id)
+        assert log is not None and json.loads(log["config_flags"])["gate"]["query_kind"] == "self"
+    finally:
+        await rt.close()
