@@ -6,11 +6,12 @@ import json
 from typing import Any
 
 import retold
+from retold.ingest.write.ingestor import WriteResult
 from retold.ingest.write.request import WriteRequest
 from retold.models import SearchRequest
 from retold.retrieve.replay import replay_gate
 
-from .writepath import make_world
+from .writepath import World, make_world
 
 # Every absolute floor out of reach, so only the standout rule can answer.
 OUT_OF_REACH = {
@@ -27,20 +28,28 @@ LAMP = (
 )
 
 
+async def write_lamp_among_chores(world: World) -> WriteResult:
+    """Fourteen short chores and one long record about a lamp: enough dense matches for a
+    standout, and one match that stands out of them."""
+    rt, p = world.rt, world.p
+    for n in range(14):
+        written = await rt.host.ingest(p, WriteRequest(
+            type="episodic", content=f"Watered the garden again, note {n}.", scope=p.user_scope,
+            source_kind="user_statement", trusted=True,
+        ))  # fmt: skip
+        assert written.ok, written
+    lamp = await rt.host.ingest(p, WriteRequest(
+        type="episodic", content=LAMP, scope=p.user_scope, source_kind="user_statement", trusted=True,
+    ))  # fmt: skip
+    assert lamp.ok, lamp
+    return lamp
+
+
 async def test_a_long_record_that_stands_out_answers_and_its_replay_agrees(store_location: Any) -> None:
     world = await make_world(store_location("standout.sqlite"), config=retold.Config().override(OUT_OF_REACH))
     rt, p = world.rt, world.p
     try:
-        for n in range(14):
-            written = await rt.host.ingest(p, WriteRequest(
-                type="episodic", content=f"Watered the garden again, note {n}.", scope=p.user_scope,
-                source_kind="user_statement", trusted=True,
-            ))  # fmt: skip
-            assert written.ok, written
-        lamp = await rt.host.ingest(p, WriteRequest(
-            type="episodic", content=LAMP, scope=p.user_scope, source_kind="user_statement", trusted=True,
-        ))  # fmt: skip
-        assert lamp.ok, lamp
+        lamp = await write_lamp_among_chores(world)
         response = await rt.search(p, SearchRequest(queries=["the brass lamp from the flea market"], k=5))
         assert [r.record.id for r in response.results] == [lamp.record_id]
         assert response.results[0].explanation.gate.startswith("standout: dense ")
@@ -71,16 +80,7 @@ async def test_a_question_about_the_searcher_stands_out_at_its_own_margin(store_
     world = await make_world(store_location("self.sqlite"), config=config)
     rt, p = world.rt, world.p
     try:
-        for n in range(14):
-            written = await rt.host.ingest(p, WriteRequest(
-                type="episodic", content=f"Watered the garden again, note {n}.", scope=p.user_scope,
-                source_kind="user_statement", trusted=True,
-            ))  # fmt: skip
-            assert written.ok, written
-        lamp = await rt.host.ingest(p, WriteRequest(
-            type="episodic", content=LAMP, scope=p.user_scope, source_kind="user_statement", trusted=True,
-        ))  # fmt: skip
-        assert lamp.ok, lamp
+        lamp = await write_lamp_among_chores(world)
         own = await rt.search(p, SearchRequest(queries=["Where did I buy the brass lamp?"], k=5))
         assert own.results and own.results[0].record.id == lamp.record_id, own.empty_reason
         assert own.results[0].explanation.gate.endswith("(a question about the searcher)")
