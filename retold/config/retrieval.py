@@ -150,6 +150,13 @@ _RARE_WORD_MIN_RECORDS = (
     "Fewest records the searcher can read before any word is rare (gate.rare_word_records): in a "
     "store of a hundred facts 'morning' or 'nursing' is in three records and says nothing. Integer >= 1."
 )
+_CHAT_WORDS = (
+    "Words of conversation itself count as common words for the lexical floors, in a store of any "
+    "size: greetings, interjections, thanks, the adjectives of a reaction ('awesome', 'cool') and the "
+    "verbs chat wraps around its topic ('sounds', 'looks', 'hear', 'wait'), with their inflections "
+    "(retold.retrieve.stopwords.CHAT_WORDS). 'Cool! What did it look like?' shares two words with a "
+    "stored turn and is about none. They still rank; a name as written is never one. false counts them."
+)
 _CONTEXT = (
     "A candidate of the same-day context pass (retrieval.context_anchors) that clears no other floor "
     "still passes when a survivor shares its event day and its cosine is at least this; it can "
@@ -329,6 +336,7 @@ class GateConfig(_Block):
     common_word_min_records: _PositiveInt = Field(200, description=_COMMON_WORD_MIN_RECORDS)
     rare_word_records: _NonNegativeInt = Field(3, description=_RARE_WORD_RECORDS)
     rare_word_min_records: _PositiveInt = Field(200, description=_RARE_WORD_MIN_RECORDS)
+    chat_words: bool = Field(True, strict=True, description=_CHAT_WORDS)
     relative_floor: _Unit = Field(0.0, description=_RELATIVE)
     context_floor: _Unit = Field(0.2, description=_CONTEXT)
     companion_floor: _Unit = Field(0.2, description=_COMPANION)

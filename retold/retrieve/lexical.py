@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from retold.models import LexicalMatch, LexicalTerm, Scope
-from retold.retrieve.stopwords import STOPWORDS
+from retold.retrieve.stopwords import CHAT_WORDS, STOPWORDS
 from retold.util import normalize_alias
 
 if TYPE_CHECKING:
@@ -33,6 +33,7 @@ __all__ = [
     "LexicalHit",
     "QueryTerm",
     "QueryWord",
+    "chat_words",
     "fold_apostrophes",
     "fts_query",
     "fts_tokens",
@@ -544,6 +545,23 @@ def common_words(
     return {t.tokens for t in terms if t.stemmable and not t.is_name and records_with(t, counts) > common}
 
 
+@functools.cache
+def _chat_stems() -> frozenset[str]:
+    return frozenset(stem(word) for word in CHAT_WORDS)
+
+
+def chat_words(terms: Iterable[QueryTerm]) -> set[tuple[str, ...]]:
+    """The plain words of conversation itself (:data:`~retold.retrieve.stopwords.CHAT_WORDS`)
+    and their inflections ("looked", "waiting"): common for the gate whatever the store
+    holds; names as written never."""
+    stems = _chat_stems()
+    return {
+        t.tokens
+        for t in terms
+        if t.stemmable and not t.is_name and len(t.tokens) == 1 and stem(t.tokens[0]) in stems
+    }
+
+
 def rare_words(
     terms: Iterable[QueryTerm], total: int, counts: Mapping[str, int], *, max_records: int, min_records: int
 ) -> set[tuple[str, ...]]:
@@ -575,6 +593,7 @@ async def lexical_search(
     common_word_min_records: int = 0,
     rare_word_records: int = 0,
     rare_word_min_records: int = 0,
+    chat: bool = False,
     unselective: Collection[str] = frozenset(),
 ) -> list[LexicalHit]:
     """Up to ``k`` eligible records matching any query's terms, best BM25 first (spec §10.2).
@@ -591,8 +610,8 @@ async def lexical_search(
     ``common_term_*`` are the retrieval config's pruning keys (default: the module's).
     ``unselective`` are aliases of names that cannot tell records apart (query_focus): their
     words stay out of the full-text query, as common words do, unless nothing else is left.
-    ``common_word_*`` and ``rare_word_*`` are the gate's (:func:`common_words`,
-    :func:`rare_words`); the defaults flag nothing.
+    ``common_word_*``, ``rare_word_*`` and ``chat`` are the gate's (:func:`common_words`,
+    :func:`rare_words`, :func:`chat_words`); the defaults flag nothing.
     """
     if not eligible or k <= 0:
         return []
@@ -626,6 +645,8 @@ async def lexical_search(
             rare = rare_words(
                 every, stats.total, counts, max_records=rare_word_records, min_records=rare_word_min_records
             )
+            if chat:
+                common |= chat_words(every)
             terms = selective_terms(
                 every,
                 stats.total,

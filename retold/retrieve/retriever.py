@@ -326,6 +326,7 @@ async def generate(services: SearchServices, run: SearchRun) -> None:
             common_word_min_records=cfg.gate.common_word_min_records,
             rare_word_records=cfg.gate.rare_word_records,
             rare_word_min_records=cfg.gate.rare_word_min_records,
+            chat=cfg.gate.chat_words,
             unselective=entities.unselective if cfg.focus_queries else frozenset(),
         )
         t = run.mark("lexical", t)

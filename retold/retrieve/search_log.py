@@ -114,6 +114,7 @@ def log_row(
                 "common_word_min_records": cfg.retrieval.gate.common_word_min_records,
                 "rare_word_records": cfg.retrieval.gate.rare_word_records,
                 "rare_word_min_records": cfg.retrieval.gate.rare_word_min_records,
+                "chat_words": cfg.retrieval.gate.chat_words,
             },
             "dedup_cosine": cfg.retrieval.dedup_cosine,
             "rrf_k": cfg.retrieval.rrf_k,

@@ -16,7 +16,7 @@ spelling; that decision is theirs, not this module's.
 
 from __future__ import annotations
 
-__all__ = ["STOPWORDS"]
+__all__ = ["CHAT_WORDS", "STOPWORDS"]
 
 _WORDS = """
     a an the
@@ -43,3 +43,26 @@ _WORDS = """
 """
 
 STOPWORDS: frozenset[str] = frozenset(_WORDS.split())
+
+
+_CHAT = """
+    hey hi hello hiya bye goodbye cheers
+    wow oh ah aw aww awww ooh oops ugh hmm oof phew yay woah whoa lol haha hahaha yikes
+    thanks thank welcome congrats congratulations sorry appreciate appreciated
+    awesome cool great good nice amazing wonderful fantastic incredible glad fun super sweet cute
+    know see hear think feel guess mean bet hope wait sound sounds look looks looking talk tell like
+    take keep gonna wanna gotta em ya kinda sorta
+"""
+
+CHAT_WORDS: frozenset[str] = frozenset(_CHAT.split())
+"""The words of conversation itself, which the gate counts as common (``gate.chat_words``).
+
+Greetings, interjections, thanks and congratulations, the adjectives a reaction is made of
+("awesome", "cool", "great"), and the verbs of talking and perceiving that chat wraps around
+its topic ("sounds like", "looks", "can't wait to hear", "take care", "gonna"). They still
+rank, and a name as written ("Hope", "Will") is never one; but a turn that shares two of them
+with a stored one ("Cool! What did it look like?") is chat, not a question about it. Unlike
+``gate.common_word_share`` this needs no store statistics, so it also holds in a small or new
+store, where no word is frequent enough yet. Words of feeling and liking that a memory is
+about ("happy", "proud", "love") are not on the list.
+"""

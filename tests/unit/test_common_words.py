@@ -209,7 +209,11 @@ async def lexical_world(
 
 
 async def _world(store_location: Any, name: str, share: float) -> tuple[Any, Any, dict[str, str]]:
-    overrides = {"retrieval.gate.common_word_share": share, "retrieval.gate.common_word_min_records": 10}
+    overrides = {
+        "retrieval.gate.common_word_share": share,
+        "retrieval.gate.common_word_min_records": 10,
+        "retrieval.gate.chat_words": False,  # the share alone decides here (test_chat_words.py)
+    }
     world, ids = await lexical_world(
         store_location, name, overrides, [*CHAT, "Awesome pottery class, the teacher was great"]
     )
