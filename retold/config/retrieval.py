@@ -151,11 +151,12 @@ _RARE_WORD_MIN_RECORDS = (
     "store of a hundred facts 'morning' or 'nursing' is in three records and says nothing. Integer >= 1."
 )
 _CHAT_WORDS = (
-    "Words of conversation itself count as common words for the lexical floors, in a store of any "
-    "size: greetings, interjections, thanks, the adjectives of a reaction ('awesome', 'cool') and the "
-    "verbs chat wraps around its topic ('sounds', 'looks', 'hear', 'wait'), with their inflections "
-    "(retold.retrieve.stopwords.CHAT_WORDS). 'Cool! What did it look like?' shares two words with a "
-    "stored turn and is about none. They still rank; a name as written is never one. false counts them."
+    "Words of conversation itself count among the query's terms for the lexical floors but never as "
+    "matched, in a store of any size: greetings, interjections, thanks, the adjectives of a reaction "
+    "('awesome', 'cool') and the verbs chat wraps around its topic ('sounds', 'looks', 'hear', 'wait'), "
+    "with their inflections (retold.retrieve.stopwords.CHAT_WORDS). 'Cool! What did it look like?' "
+    "shares three words with a stored turn and is about none. They still rank; a name as written is "
+    "never one. false counts them as any word."
 )
 _CONTEXT = (
     "A candidate of the same-day context pass (retrieval.context_anchors) that clears no other floor "

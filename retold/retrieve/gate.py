@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from retold.config import GateFloors
-from retold.models import Candidate
+from retold.models import Candidate, LexicalTerm
 
 __all__ = [
     "STANDOUT_MIN_MATCHES", "GateSubject", "channel_count", "dense_reference", "empty_reason", "gate",
@@ -53,8 +53,9 @@ def channel_count(candidate: Candidate) -> int:
 
 
 def _lexical_pass(candidate: Candidate, floors: GateFloors) -> tuple[bool, str | None]:
-    """Term fraction and count, common words (``LexicalTerm.common``) left out of both sides; a
-    rare word (``LexicalTerm.rare``) stands in for the missing terms as an identifier does."""
+    """Term fraction and count, common words (``LexicalTerm.common``) left out of both sides
+    and chat words out of the matched side (``gate.chat_words``); a rare word
+    (``LexicalTerm.rare``) stands in for the missing terms as an identifier does."""
     match = candidate.lexical_terms
     if candidate.lexical is None or match is None or match.total_terms == 0:
         return False, None
@@ -62,7 +63,7 @@ def _lexical_pass(candidate: Candidate, floors: GateFloors) -> tuple[bool, str |
     fraction = matched / total if total else 0.0
     precise = any(t.precise for t in match.terms)
     rare = [t.value for t in match.terms if t.rare and not t.common and not t.precise]
-    terms = f"lexical {matched}/{total} terms" + _common_note(match.common_terms)
+    terms = f"lexical {matched}/{total} terms" + _common_note(match.common_terms) + _uncounted(match.terms)
     if fraction < floors.lexical_min_term_fraction:
         return False, f"{terms} < {floors.lexical_min_term_fraction:g} of the query"
     if matched < floors.lexical_min_matched_terms and not precise:
@@ -73,6 +74,13 @@ def _lexical_pass(candidate: Candidate, floors: GateFloors) -> tuple[bool, str |
             )
         return True, f"{terms}, the rare word {rare[0]!r}"
     return True, terms
+
+
+def _uncounted(terms: tuple[LexicalTerm, ...]) -> str:
+    """The matched words the floors did not count: common words and words of chat
+    (``gate.chat_words``, which stay among the query's terms)."""
+    words = [t.value for t in terms if t.common]
+    return f" ({', '.join(map(repr, words[:3]))} matched, not counted)" if words else ""
 
 
 def _common_note(common: int) -> str:

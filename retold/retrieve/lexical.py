@@ -444,9 +444,11 @@ def _best_match(
     fields: Sequence[str],
     common: Collection[tuple[str, ...]] = frozenset(),
     rare: Collection[tuple[str, ...]] = frozenset(),
+    chat: Collection[tuple[str, ...]] = frozenset(),
 ) -> LexicalMatch | None:
     """The query whose terms this record covers best, as the gate counts them (common words
-    aside): highest fraction, then most terms, then first."""
+    aside, chat words counted among the query's terms but never matched): highest fraction,
+    then most terms, then first."""
     best: tuple[float, int, float, int] | None = None
     answer: LexicalMatch | None = None
     tokenized = [fts_tokens(f) for f in fields if f]
@@ -456,8 +458,9 @@ def _best_match(
         matched = term_coverage(terms, fields, tokenized=tokenized)
         if not matched:
             continue
+        unmatched = set(common) | set(chat)  # never counted as matched
         match = LexicalMatch(
-            tuple(t.as_lexical_term(t.tokens in common, t.tokens in rare) for t in matched),
+            tuple(t.as_lexical_term(t.tokens in unmatched, t.tokens in rare) for t in matched),
             len(terms),
             sum(1 for t in terms if t.tokens in common),
         )
@@ -552,8 +555,9 @@ def _chat_stems() -> frozenset[str]:
 
 def chat_words(terms: Iterable[QueryTerm]) -> set[tuple[str, ...]]:
     """The plain words of conversation itself (:data:`~retold.retrieve.stopwords.CHAT_WORDS`)
-    and their inflections ("looked", "waiting"): common for the gate whatever the store
-    holds; names as written never."""
+    and their inflections ("looked", "waiting"), whatever the store holds; names as written
+    never. The gate counts them among the query's terms but never as matched: a chat turn's
+    words share nothing, and its reactions still dilute what little it shares."""
     stems = _chat_stems()
     return {
         t.tokens
@@ -622,6 +626,7 @@ async def lexical_search(
         scopes = await store.scopes_of(eligible)
     common: set[tuple[str, ...]] = set()
     rare: set[tuple[str, ...]] = set()
+    chatter: set[tuple[str, ...]] = set()
     async with store.lexical_index(scopes) as index:
         plain = [t for terms in per_query for t in terms if t.stemmable]
         if plain:  # one vocabulary read: inflections to add, then which words are worth searching
@@ -646,7 +651,7 @@ async def lexical_search(
                 every, stats.total, counts, max_records=rare_word_records, min_records=rare_word_min_records
             )
             if chat:
-                common |= chat_words(every)
+                chatter = chat_words(every)
             terms = selective_terms(
                 every,
                 stats.total,
@@ -665,7 +670,7 @@ async def lexical_search(
         rows = await store.fts_search(match, eligible, k, index=index)
     hits: list[LexicalHit] = []
     for record_id, score, content, subject, aliases in rows:
-        found = _best_match(per_query, (content, subject, aliases), common, rare)
+        found = _best_match(per_query, (content, subject, aliases), common, rare, chatter)
         if found is not None:
             hits.append(LexicalHit(record_id, len(hits) + 1, score, found))
     return hits

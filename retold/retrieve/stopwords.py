@@ -55,14 +55,16 @@ _CHAT = """
 """
 
 CHAT_WORDS: frozenset[str] = frozenset(_CHAT.split())
-"""The words of conversation itself, which the gate counts as common (``gate.chat_words``).
+"""The words of conversation itself, which the gate never counts as matched (``gate.chat_words``).
 
 Greetings, interjections, thanks and congratulations, the adjectives a reaction is made of
 ("awesome", "cool", "great"), and the verbs of talking and perceiving that chat wraps around
 its topic ("sounds like", "looks", "can't wait to hear", "take care", "gonna"). They still
 rank, and a name as written ("Hope", "Will") is never one; but a turn that shares two of them
-with a stored one ("Cool! What did it look like?") is chat, not a question about it. Unlike
-``gate.common_word_share`` this needs no store statistics, so it also holds in a small or new
-store, where no word is frequent enough yet. Words of feeling and liking that a memory is
-about ("happy", "proud", "love") are not on the list.
+with a stored one ("Cool! What did it look like?") is chat, not a question about it. They stay
+among the query's terms, so a turn that is mostly reactions needs more than one shared content
+word to reach the term fraction. Unlike ``gate.common_word_share`` this needs no store
+statistics, so it also holds in a small or new store, where no word is frequent enough yet.
+Words of feeling and liking that a memory is about ("happy", "proud", "love") are not on the
+list.
 """

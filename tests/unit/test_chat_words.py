@@ -1,7 +1,8 @@
 """Words of conversation itself are no evidence for the gate (issue 18): ``gate.chat_words``.
 
 Greetings, reactions and the verbs chat wraps around its topic ("Cool! What did it look
-like?") count as common words for the lexical floors in a store of any size; they still rank.
+like?") count among the query's terms but never as matched, in a store of any size; they
+still rank.
 """
 
 from __future__ import annotations
@@ -53,7 +54,8 @@ async def test_a_chat_turn_finds_nothing_on_chat_words_but_a_question_still_does
     try:
         chat = await rt.search(p, SearchRequest(queries=["Cool! What did it look like?"]))
         assert chat.results == [], [r.explanation.gate for r in chat.results]
-        assert "common word" in (chat.empty_reason or "")
+        assert "'cool', 'look', 'like' matched, not counted" in (chat.empty_reason or "")
+        assert "lexical 0/3 terms" in (chat.empty_reason or "")  # counted in the query, never matched
         log = await rt.store.search_log(chat.search_id)
         assert log is not None and json.loads(log["lexical"])  # the words still matched and ranked
         assert json.loads(log["config_flags"])["gate"]["chat_words"] is True
@@ -61,7 +63,8 @@ async def test_a_chat_turn_finds_nothing_on_chat_words_but_a_question_still_does
         assert (await replay_gate(rt.store, chat.search_id, rt.config)).kept == []
         asked = await rt.search(p, SearchRequest(queries=["Where did I buy the silver necklace? Looks cool"]))
         assert [r.record.id for r in asked.results] == [ids[NECKLACE]]
-        assert "common word" in (asked.results[0].explanation.gate or "")
+        # "looks" and "cool" stay among the question's five terms; its two content words carry it.
+        assert (asked.results[0].explanation.gate or "").startswith("lexical 2/5 terms")
     finally:
         await rt.close()
     off_world, off_ids = await lexical_world(
