@@ -444,11 +444,13 @@ def _best_match(
     fields: Sequence[str],
     common: Collection[tuple[str, ...]] = frozenset(),
     rare: Collection[tuple[str, ...]] = frozenset(),
-    chat: Collection[tuple[str, ...]] = frozenset(),
+    unmatched: Collection[tuple[str, ...]] | None = None,
 ) -> LexicalMatch | None:
     """The query whose terms this record covers best, as the gate counts them (common words
-    aside, chat words counted among the query's terms but never matched): highest fraction,
-    then most terms, then first."""
+    aside; ``unmatched``, common words and chat words, worked out once per search, are never
+    counted as matched): highest fraction, then most terms, then first."""
+    if unmatched is None:
+        unmatched = common
     best: tuple[float, int, float, int] | None = None
     answer: LexicalMatch | None = None
     tokenized = [fts_tokens(f) for f in fields if f]
@@ -458,7 +460,6 @@ def _best_match(
         matched = term_coverage(terms, fields, tokenized=tokenized)
         if not matched:
             continue
-        unmatched = set(common) | set(chat)  # never counted as matched
         match = LexicalMatch(
             tuple(t.as_lexical_term(t.tokens in unmatched, t.tokens in rare) for t in matched),
             len(terms),
@@ -669,8 +670,9 @@ async def lexical_search(
             return []
         rows = await store.fts_search(match, eligible, k, index=index)
     hits: list[LexicalHit] = []
+    unmatched = common | chatter  # chat words stay among the query's terms, never matched
     for record_id, score, content, subject, aliases in rows:
-        found = _best_match(per_query, (content, subject, aliases), common, rare, chatter)
+        found = _best_match(per_query, (content, subject, aliases), common, rare, unmatched)
         if found is not None:
             hits.append(LexicalHit(record_id, len(hits) + 1, score, found))
     return hits
