@@ -563,6 +563,16 @@ class RetrievalConfig(_Block):
             "candidates share does not tell the answer apart. In [0, 1]."
         ),
     )
+    time_window_report_days: int = Field(
+        14,
+        ge=0,
+        le=366,
+        description=(
+            "A past date window also holds the records stored up to this many days after it that "
+            "say they are about a time inside it ('last Friday I went to the car show'): events are "
+            "told at the next conversation. 0 keeps only records dated inside. Integer from 0 to 366."
+        ),
+    )
     time_window_max_records: _PositiveInt = Field(
         2000,
         description=(

@@ -16,7 +16,7 @@ import asyncio
 import dataclasses
 import time
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -50,7 +50,7 @@ from retold.retrieve.rewrite import rewrite_stage
 from retold.retrieve.search_log import log_row
 from retold.retrieve.subjects import about_someone_else
 from retold.retrieve.time_answers import asks_when, time_answers
-from retold.retrieve.time_window import TimeWindow, eligible_within, interleave, query_windows
+from retold.retrieve.time_window import TimeWindow, eligible_within, interleave, query_windows, told_within
 from retold.util import new_id
 
 if TYPE_CHECKING:
@@ -393,7 +393,30 @@ async def in_time_windows(services: SearchServices, run: SearchRun) -> set[str]:
         request=run.request, now=now, exclude_source_kinds=floors.exclude_source_kinds,
         max_records=cfg.time_window_max_records,
     )  # fmt: skip
-    return inside if len(inside) < len(run.eligible) else set()
+    if inside and len(inside) >= len(run.eligible):
+        return set()
+    return inside | await _told_later(services, run, floors, now, inside)
+
+
+async def _told_later(
+    services: SearchServices, run: SearchRun, floors: GateFloors, now: datetime, inside: set[str]
+) -> set[str]:
+    """The records stored up to ``time_window_report_days`` after a window that say they are
+    about a time inside it ("last week I ..."): a past event is told at the next conversation."""
+    cfg = services.config.retrieval
+    lag = timedelta(days=cfg.time_window_report_days)
+    later = [(w.end, min(w.end + lag, now)) for w in run.windows if w.end < now and lag]
+    if not later:
+        return set()
+    ids = await eligible_within(
+        services.store, later, scopes=run.scopes, eligible=run.eligible, request=run.request, now=now,
+        exclude_source_kinds=floors.exclude_source_kinds, max_records=cfg.time_window_max_records,
+    )  # fmt: skip
+    ids -= inside
+    if not ids:
+        return set()
+    facts = await services.store.record_facts(ids)
+    return {rid for rid, f in facts.items() if f.event_at and told_within(f.snippet, f.event_at, run.windows)}
 
 
 async def _fuse(services: SearchServices, run: SearchRun) -> list[Candidate]:

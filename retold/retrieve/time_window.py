@@ -24,7 +24,7 @@ from retold.models import Scope, SearchRequest
 if TYPE_CHECKING:
     from retold.store import Store
 
-__all__ = ["TimeWindow", "eligible_within", "interleave", "query_windows", "within_request"]
+__all__ = ["TimeWindow", "eligible_within", "interleave", "query_windows", "told_within", "within_request"]
 
 
 @dataclass(frozen=True)
@@ -51,16 +51,18 @@ _MAYBE_TEMPORAL = re.compile(
 def query_windows(queries: Sequence[str], now: datetime, slack_days: int) -> list[TimeWindow]:
     """Every date or period the queries name ("on May 8, 2022", "in October 2023", "last week"),
     widened by ``slack_days`` on each side. "since March" runs to ``now``; "until" and "by"
-    name deadlines, not when something happened, and are left out."""
+    name deadlines, not when something happened, and are left out. "As of" in a question asks
+    how things stood then ("How many pets did she have, as of May?"): the period itself."""
     slack = timedelta(days=slack_days)
     out: list[TimeWindow] = []
     for query in (q for q in queries if _MAYBE_TEMPORAL.search(q)):
         for expr in find_expressions(query, now):
             if expr.role == "until":
                 continue
+            onwards = expr.role == "from" and expr.marker != "as of"
             for first, last in expr.spans:
                 start = _midnight(first) - slack
-                end = now if expr.role == "from" else _midnight(last) + timedelta(days=1) + slack
+                end = now if onwards else _midnight(last) + timedelta(days=1) + slack
                 if start < end:
                     out.append(TimeWindow(expr.text, start, end))
     return out
@@ -97,6 +99,20 @@ def within_request(
         if since < until:
             bounded.append((since, until))
     return bounded
+
+
+def told_within(text: str, told_at: datetime, windows: Sequence[TimeWindow]) -> bool:
+    """Whether ``text``, said at ``told_at``, names a time inside one of the windows: "last Friday
+    I went to the car show", said on a Sunday, is about that Friday, however much later it was
+    stored. Only what the text says back in time counts; a plan ("next month") is not a report."""
+    for expr in find_expressions(text, told_at):
+        if expr.role == "until":
+            continue
+        for first, last in expr.spans:
+            start, end = _midnight(first), _midnight(last) + timedelta(days=1)
+            if start <= told_at and any(start < w.end and w.start < end for w in windows):
+                return True
+    return False
 
 
 async def eligible_within(

@@ -10,11 +10,12 @@ import retold
 from retold.ingest.write.request import WriteRequest
 from retold.models import SearchRequest
 from retold.retrieve.replay import replay_gate
-from retold.retrieve.time_window import interleave, query_windows
+from retold.retrieve.time_window import interleave, query_windows, told_within
 
 from .writepath import World, make_world
 
 NOW = datetime(2026, 12, 4, 15, tzinfo=UTC)
+ASKED = "What did I do on February 11, 2023?"  # day 40 of _dated_world
 
 
 def test_a_named_day_is_a_window_with_slack_either_side() -> None:
@@ -112,5 +113,78 @@ async def test_the_gate_passes_the_querys_dates_at_the_window_floor_and_replays_
         # Undated, the same floors answer nothing.
         undated = await rt.search(p, SearchRequest(queries=["What did I do on errands?"], k=10))
         assert undated.results == []
+    finally:
+        await world.rt.close()
+
+
+def test_a_part_of_a_month_is_its_own_window_not_a_relative_period() -> None:
+    # "the last week of October 2023" once also read as "last week" before the searcher's clock.
+    (week,) = query_windows(["Where was Calvin in the last week of October 2023?"], NOW, slack_days=0)
+    assert (week.start, week.end) == (datetime(2023, 10, 25, tzinfo=UTC), datetime(2023, 11, 1, tzinfo=UTC))
+    (mid,) = query_windows(["Which classes did Evan join in mid-August 2023?"], NOW, slack_days=0)
+    assert (mid.start, mid.end) == (datetime(2023, 8, 11, tzinfo=UTC), datetime(2023, 8, 22, tzinfo=UTC))
+    (weekend,) = query_windows(["What did Dave do the first weekend of October 2023?"], NOW, slack_days=0)
+    assert (weekend.start, weekend.end) == (
+        datetime(2023, 10, 7, tzinfo=UTC),
+        datetime(2023, 10, 9, tzinfo=UTC),
+    )
+
+
+def test_as_of_in_a_question_is_the_period_itself_not_everything_since() -> None:
+    (as_of,) = query_windows(["How many pets did Andrew have, as of September 2023?"], NOW, slack_days=0)
+    assert (as_of.start, as_of.end) == (datetime(2023, 9, 1, tzinfo=UTC), datetime(2023, 10, 1, tzinfo=UTC))
+
+
+def test_a_text_told_later_about_a_time_inside_the_window() -> None:
+    (window,) = query_windows(["What did Dave do the first weekend of October 2023?"], NOW, slack_days=0)
+    thursday, sunday = datetime(2023, 10, 12, 15, tzinfo=UTC), datetime(2023, 10, 15, 15, tzinfo=UTC)
+    assert told_within("Last Saturday I went to the car show!", thursday, [window])
+    assert told_within("Hey! Eight days ago I went to the car show.", sunday, [window])
+    assert not told_within("Yesterday I went to the car show.", sunday, [window])  # the 14th
+    assert not told_within("I went to the car show, it was great.", sunday, [window])
+    # A plan made before the window is not a report of it, even when it names the day.
+    assert not told_within("On October 7 I go to the car show.", datetime(2023, 9, 30, tzinfo=UTC), [window])
+
+
+async def test_a_record_told_after_the_dates_about_them_joins_the_window(store_location: Any) -> None:
+    world, days = await _dated_world(store_location("told.sqlite"), enabled=True)
+    try:
+        rt, p = world.rt, world.p
+        told: dict[str, str] = {}
+        for content, at in [
+            ("Three days ago I went to the car show downtown.", datetime(2023, 2, 14, 12, tzinfo=UTC)),
+            ("In three days I go to the car show downtown.", datetime(2023, 2, 14, 13, tzinfo=UTC)),
+            ("Three days ago we sailed round the bay.", datetime(2023, 3, 20, 12, tzinfo=UTC)),
+        ]:
+            written = await rt.host.ingest(p, WriteRequest(
+                type="episodic", content=content, scope=p.user_scope, source_kind="user_statement",
+                event_at=at, trusted=True,
+            ))  # fmt: skip
+            assert written.ok, written
+            told[f"{content[:5]} {at:%m-%d}"] = str(written.record_id)
+        response = await rt.search(p, SearchRequest(queries=[ASKED], gate=False))
+        log = await rt.store.search_log(response.search_id)
+        assert log is not None
+        in_window = {row[0] for row in json.loads(log["fused"]) if len(row) > 3 and row[3] & 2}
+        # The days themselves, and the record stored on the 14th that says it was the 11th.
+        assert told["Three 02-14"] in in_window
+        assert told["In th 02-14"] not in in_window and told["Three 03-20"] not in in_window
+        assert set(days[39:42]) <= in_window
+    finally:
+        await world.rt.close()
+    world, _ = await _dated_world(
+        store_location("untold.sqlite"), enabled=True, **{"retrieval.time_window_report_days": 0}
+    )
+    try:
+        rt, p = world.rt, world.p
+        written = await rt.host.ingest(p, WriteRequest(
+            type="episodic", content="Three days ago I went to the car show downtown.", scope=p.user_scope,
+            source_kind="user_statement", event_at=datetime(2023, 2, 14, 12, tzinfo=UTC), trusted=True,
+        ))  # fmt: skip
+        response = await rt.search(p, SearchRequest(queries=[ASKED], gate=False))
+        log = await rt.store.search_log(response.search_id)
+        assert log is not None
+        flagged = {row[0] for row in json.loads(log["fused"]) if len(row) > 3 and row[3] & 2}
+        assert str(written.record_id) not in flagged
     finally:
         await world.rt.close()

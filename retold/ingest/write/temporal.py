@@ -24,7 +24,7 @@ from __future__ import annotations
 import calendar
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from typing import Literal
 
@@ -107,6 +107,7 @@ class TemporalExpression:
     text: str
     role: Role  # "from" after since/from/as of, "until" after until/by/through, else "point"
     spans: tuple[Span, ...]  # the calendar days it can mean (inclusive); several when English is ambiguous
+    marker: str = field(default="", compare=False)  # the word before it that set the role ("since", "as of")
 
 
 def _day(ref: datetime) -> date:
@@ -188,7 +189,7 @@ def _month_year(m: re.Match[str], ref: date) -> tuple[Span, ...]:
 def _month_alone(m: re.Match[str], ref: date) -> tuple[Span, ...]:
     month = _MONTHS[m["month"].lower()]
     year = _latest_year(ref, month, 1) if _since(m) else _nearest_year(ref, month, 15)
-    return (_month_span(year, month),)
+    return (_part_of(_month_span(year, month), m["part"]),)
 
 
 def _end_of_month(m: re.Match[str], ref: date) -> tuple[Span, ...]:
@@ -202,7 +203,59 @@ def _end_of_month(m: re.Match[str], ref: date) -> tuple[Span, ...]:
 
 def _year_alone(m: re.Match[str], ref: date) -> tuple[Span, ...]:
     year = int(m["y"])
-    return ((date(year, 1, 1), date(year, 12, 31)),)
+    return (_part_of((date(year, 1, 1), date(year, 12, 31)), m["part"]),)
+
+
+def _part_of(span: Span, part: str | None) -> Span:
+    """The first, middle or last third of a month or year ("early May", "mid-2023", "the end of")."""
+    word = (part or "").lower().removeprefix("the").strip()
+    if not word:
+        return span
+    first, last = span
+    third = ((last - first).days + 1) // 3
+    if word.startswith(("early", "beginning", "start")):
+        return first, first + timedelta(days=third - 1)
+    if word.startswith("mid"):  # "mid", "mid-", "middle of"
+        return first + timedelta(days=third), last - timedelta(days=third)
+    return last - timedelta(days=third - 1), last  # "late"
+
+
+def _month_part(m: re.Match[str], ref: date) -> tuple[Span, ...]:
+    """A part of a named month: "early May 2023", "the middle of March", "late October"."""
+    month = _MONTHS[m["month"].lower()]
+    year = int(m["y"]) if m["y"] else _nearest_year(ref, month, 15)
+    if not _safe_date(year, month, 1):
+        return ()
+    return (_part_of(_month_span(year, month), m["part"]),)
+
+
+_ORDINALS = {"first": 0, "1st": 0, "second": 1, "2nd": 1, "third": 2, "3rd": 2, "fourth": 3, "4th": 3}
+
+
+def _weeks_of_month(m: re.Match[str], ref: date) -> tuple[Span, ...]:
+    """ "the second week of November", "the last two weeks of August 2023", "the first weekend of
+    October": weeks counted from the month's first day (or back from its last), weekends as the
+    month's Saturdays with the Sunday after."""
+    month = _MONTHS[m["month"].lower()]
+    year = int(m["y"]) if m["y"] else _nearest_year(ref, month, 15)
+    if not _safe_date(year, month, 1):
+        return ()
+    first, last = _month_span(year, month)
+    raw = (m["count"] or "").lower()
+    count = int(raw) if raw.isdigit() else _NUMBERS.get(raw, 1)
+    which = m["which"].lower()
+    if m["unit"].lower().startswith("weekend"):
+        saturdays = [first + timedelta(days=(5 - first.weekday()) % 7 + 7 * i) for i in range(5)]
+        saturdays = [day for day in saturdays if day <= last]
+        chosen = saturdays[-count:] if which == "last" else saturdays[_ORDINALS[which] :][:count]
+        if not chosen:
+            return ()
+        return ((chosen[0], chosen[-1] + timedelta(days=1)),)
+    if which == "last":
+        return ((last - timedelta(days=7 * count - 1), last),)
+    start = first + timedelta(weeks=_ORDINALS[which])
+    end = min(start + timedelta(days=7 * count - 1), last)
+    return ((start, end),) if start <= last else ()
 
 
 _DAY_OFFSETS = {"today": 0, "tonight": 0, "now": 0, "tomorrow": 1, "yesterday": -1,
@@ -304,6 +357,17 @@ _PATTERNS: tuple[tuple[str, Resolver], ...] = (
     ),
     (rf"(?P<month>{_MONTH_NAMES})\.?,?\s+(?P<y>\d{{4}})\b", _month_year),
     (
+        rf"(?:the\s+)?(?P<which>first|1st|second|2nd|third|3rd|fourth|4th|last)\s+"
+        rf"(?:(?P<count>two|three|2|3)\s+)?(?P<unit>weekends?|weeks?)\s+(?:of|in)\s+(?P<month>{_MONTH_NAMES})\b"
+        rf"\.?(?:,?\s+(?P<y>\d{{4}})\b)?",
+        _weeks_of_month,
+    ),
+    (
+        rf"(?P<part>(?:the\s+)?(?:beginning|start|middle)\s+of|early|mid|late)[\s-]+(?P<month>{_MONTH_NAMES})"
+        rf"\.?,?\s+(?P<y>\d{{4}})\b",
+        _month_part,
+    ),
+    (
         r"(?P<word>day\s+after\s+tomorrow|day\s+before\s+yesterday|today|tonight|tomorrow|yesterday|now)\b",
         _relative_day,
     ),
@@ -334,7 +398,7 @@ _GUARD_WORDS = "|".join(
 _COMPILED_GUARDED = [
     (
         re.compile(
-            rf"\b(?P<marker>{_GUARD_WORDS})\s+(?:early\s+|mid-?\s*|late\s+)?(?P<expr>{pattern})",
+            rf"\b(?P<marker>{_GUARD_WORDS})\s+(?P<part>early\s+|mid-?\s*|late\s+)?(?P<expr>{pattern})",
             re.IGNORECASE,
         ),
         resolver,
@@ -375,7 +439,11 @@ def find_expressions(quote: str, turn_at: datetime) -> list[TemporalExpression]:
                 continue
             text = match.group(0).strip()
             found.append(
-                (match.start(), match.end(), TemporalExpression(text, _role(match["marker"]), spans))
+                (
+                    match.start(),
+                    match.end(),
+                    TemporalExpression(text, _role(match["marker"]), spans, (match["marker"] or "").lower()),
+                )
             )
     # Longest first; drop anything overlapping a longer match already kept.
     found.sort(key=lambda item: (-(item[1] - item[0]), item[0]))
