@@ -79,7 +79,7 @@ import retold  # noqa: E402
 from retold.config import Config, DenseFloors, GateConfig, GateFloors  # noqa: E402
 from retold.models import Candidate, Principal, SearchRequest, Trigger  # noqa: E402
 from retold.retrieve.freshness import freshness_multiplier  # noqa: E402
-from retold.retrieve.gate import STANDOUT_MIN_MATCHES, GateSubject, gate  # noqa: E402
+from retold.retrieve.gate import GateSubject, dense_reference, gate  # noqa: E402
 from retold.retrieve.replay import candidates_from_log, replay_gate  # noqa: E402
 from retold.util import normalize_alias  # noqa: E402
 
@@ -357,11 +357,17 @@ class Table:
     def __init__(self, items: list[Item], rows: dict[str, Any], subjects: dict[str, GateSubject]) -> None:
         self.record_ids: list[str] = []
         cols: list[tuple[Any, ...]] = []
+        # Per search: what a standout stands out from (gate.dense_reference), NaN when nothing.
+        self.reference = np.full(len(items), np.nan)
         for s, item in enumerate(items):
             gold = set(item.gold)
             row = rows.get(item.search_id)
             rrf_k = int(_load(row["config_flags"])["rrf_k"]) if row else 60
-            for position, c in enumerate(candidates(row, subjects), start=1):
+            searched = candidates(row, subjects)
+            reference = dense_reference(searched)
+            if reference is not None:
+                self.reference[s] = reference
+            for position, c in enumerate(searched, start=1):
                 subject = subjects[c.record_id]
                 kind = "session_summary" if subject.source_kind == "session_summary" else subject.type
                 terms = c.lexical_terms if c.lexical is not None else None
@@ -412,13 +418,6 @@ class Table:
         self.position = np.asarray(columns[16], dtype=np.int64)  # in the search's ranking, from 1
         self.has_terms = np.asarray(columns[17], dtype=bool)  # a lexical match with any query term
         self.fraction = self.matched / np.maximum(self.total, 1)
-        # Per search: what a standout stands out from (gate.dense_reference), NaN when nothing.
-        self.reference = np.full(self.n, np.nan)
-        channel = self.dense > -np.inf
-        for s in np.unique(self.sid[channel]):
-            scores = np.sort(self.dense[channel & (self.sid == s)])[::-1]
-            if len(scores) >= STANDOUT_MIN_MATCHES:
-                self.reference[s] = scores[1:].mean()
 
     def without_entity(self) -> Table:
         """A diagnostic copy as if the entity channel had not run (what the floors alone decide)."""

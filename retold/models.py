@@ -453,6 +453,7 @@ class Candidate:
     from_passage: bool = False  # its dense score is its best passage's (retold.index.passages)
     other_subject: bool = False  # about someone else than the query names (retold.retrieve.subjects)
     tells_time: bool = False  # tells a time, and the query asks when (retold.retrieve.time_answers)
+    is_reply: bool = False  # the reply to a candidate that asks a question (retold.retrieve.replies)
 
 
 @dataclass

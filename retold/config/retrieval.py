@@ -555,6 +555,24 @@ class RetrievalConfig(_Block):
             "that says when among candidates the query already matches. In [0, 1]."
         ),
     )
+    reply_depth: int = Field(
+        20,
+        ge=0,
+        le=100,
+        description=(
+            "For a query that asks, this many of the first fusion's best candidates are read for a "
+            "question ('How long have you had them?'); the record written just after each, in its "
+            "scope and day, is its reply ('For 3 years now!') and joins fusion "
+            "(retold.retrieve.replies). 0 turns replies off. Integer from 0 to 100."
+        ),
+    )
+    reply_weight: _Unit = Field(
+        0.5,
+        description=(
+            "Weight of the replies' list in fusion (the other lists count 1), in their askers' "
+            "order. In [0, 1]."
+        ),
+    )
     time_answer_max_share: _Unit = Field(
         0.5,
         description=(

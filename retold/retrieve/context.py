@@ -55,6 +55,15 @@ class AnchorDays:
         wanted = {start.date() for start, _ in days}
         return {rid for (_, day), ids in self.sequences.items() if day in wanted for rid in ids}
 
+    def replies(self, askers: Sequence[str]) -> dict[str, str]:
+        """For each asker: the record just after it in its scope's day (the turn that answers it)."""
+        position = {rid: (seq, i) for seq in self.sequences.values() for i, rid in enumerate(seq)}
+        return {
+            rid: position[rid][0][position[rid][1] + 1]
+            for rid in askers
+            if rid in position and position[rid][1] + 1 < len(position[rid][0])
+        }
+
     def neighbours(self, anchors: Sequence[str]) -> list[str]:
         """For each anchor in order: the record just after it and the one just before it in its
         scope's day, each once and never an anchor itself."""

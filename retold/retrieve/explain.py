@@ -27,6 +27,8 @@ def summary_line(candidate: Candidate, rerank: tuple[int, int, float] | None) ->
         line += "; weighed down: about someone else than the query names"
     if candidate.tells_time:
         line += "; lifted: tells a time, and the query asks when"
+    if candidate.is_reply:
+        line += "; lifted: the reply to a question like the query"
     if rerank is not None:
         line += f"; reranked {rerank[0]}->{rerank[1]} ({rerank[2]:.2f})"
     gate = candidate.gate_reason or ""

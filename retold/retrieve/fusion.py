@@ -17,8 +17,8 @@ __all__ = ["Flags", "assemble", "fuse", "logged_flags", "read_flags", "rrf"]
 
 
 # Bits of a fused log row's fourth item.
-CONTEXT_FLAG, WINDOW_FLAG, PASSAGE_FLAG, SUBJECT_FLAG, TIME_FLAG = 1, 2, 4, 8, 16
-_BITS = (CONTEXT_FLAG, WINDOW_FLAG, PASSAGE_FLAG, SUBJECT_FLAG, TIME_FLAG)
+CONTEXT_FLAG, WINDOW_FLAG, PASSAGE_FLAG, SUBJECT_FLAG, TIME_FLAG, REPLY_FLAG = 1, 2, 4, 8, 16, 32
+_BITS = (CONTEXT_FLAG, WINDOW_FLAG, PASSAGE_FLAG, SUBJECT_FLAG, TIME_FLAG, REPLY_FLAG)
 
 
 class Flags(NamedTuple):
@@ -27,6 +27,7 @@ class Flags(NamedTuple):
     from_passage: bool  # its dense score is its best passage's (retold.index.passages)
     other_subject: bool  # about someone else than the query names (retold.retrieve.subjects)
     tells_time: bool  # tells a time, and the query asks when (retold.retrieve.time_answers)
+    is_reply: bool  # the reply to a candidate that asks a question (retold.retrieve.replies)
 
 
 def logged_flags(candidate: Candidate) -> list[int]:
@@ -38,6 +39,7 @@ def logged_flags(candidate: Candidate) -> list[int]:
         | (PASSAGE_FLAG if candidate.from_passage else 0)
         | (SUBJECT_FLAG if candidate.other_subject else 0)
         | (TIME_FLAG if candidate.tells_time else 0)
+        | (REPLY_FLAG if candidate.is_reply else 0)
     )
     return [flags] if flags else []
 
@@ -74,6 +76,8 @@ def fuse(
     subject_weight: float = 1.0,
     time_answers: Sequence[str] = (),
     time_answer_weight: float = 1.0,
+    replies: Sequence[str] = (),
+    reply_weight: float = 1.0,
 ) -> list[Candidate]:
     """Candidates carrying every generator's rank and score, ordered by fused score.
 
@@ -88,12 +92,15 @@ def fuse(
     ``subject_weight`` times; its word and entity matches count in full. ``time_answers``
     (the best candidates that tell a time, for a query that asks when: :mod:`retold.retrieve.
     time_answers`) fuse at ``time_answer_weight``, weighed with the similarity lists since
-    they are drawn from a ranking those lists made.
+    they are drawn from a ranking those lists made; so are ``replies`` (the records just after
+    the best candidates that ask a question, in their askers' order: :mod:`retold.retrieve.
+    replies`), at ``reply_weight``.
     """
     scores = rrf(
-        [[d[0] for d in dense], [c[0] for c in context], [n[0] for n in neighbours], list(time_answers)],
+        [[d[0] for d in dense], [c[0] for c in context], [n[0] for n in neighbours], list(time_answers),
+         list(replies)],
         k,
-        [1.0, context_weight, neighbour_weight, time_answer_weight],
+        [1.0, context_weight, neighbour_weight, time_answer_weight, reply_weight],
     )  # fmt: skip
     for rid in other_subject:
         if rid in scores:
@@ -115,10 +122,10 @@ def fuse(
 
     ordered = sorted(scores, key=lambda rid: (-scores[rid], best_rank(rid), rid))
     in_context = {c[0] for c in (*context, *neighbours)}
-    telling = set(time_answers)
+    telling, replying = set(time_answers), set(replies)
     return [
         assemble(rid, rank, scores[rid], dense_hits, lexical_hits, entity_hits, in_context=rid in in_context,
-                 other_subject=rid in other_subject, tells_time=rid in telling)
+                 other_subject=rid in other_subject, tells_time=rid in telling, is_reply=rid in replying)
         for rank, rid in enumerate(ordered, start=1)
     ]  # fmt: skip
 
@@ -140,6 +147,7 @@ def assemble(
     from_passage: bool = False,
     other_subject: bool = False,
     tells_time: bool = False,
+    is_reply: bool = False,
 ) -> Candidate:
     """One candidate from the generators' hits; also how a logged search is rebuilt for replay."""
     lex = lexical.get(record_id)
@@ -162,6 +170,7 @@ def assemble(
         from_passage=from_passage,
         other_subject=other_subject,
         tells_time=tells_time,
+        is_reply=is_reply,
         rerank_score=None,
         rank_after_rerank=None,
     )

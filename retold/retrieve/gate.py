@@ -92,8 +92,12 @@ def _common_note(common: int) -> str:
 def dense_reference(candidates: Sequence[Candidate]) -> float | None:
     """The mean cosine of the search's dense matches after the best one: what a standout stands
     out from. Every candidate with a cosine counts (the context pass's and neighbours' too: a
-    day of near matches raises the bar); None below :data:`STANDOUT_MIN_MATCHES` of them."""
-    scores = sorted((c.dense.score for c in candidates if c.dense is not None), reverse=True)
+    day of near matches raises the bar) but the replies (retold.retrieve.replies), brought for
+    where they were said rather than for their words: they would lower it. None below
+    :data:`STANDOUT_MIN_MATCHES` of them."""
+    scores = sorted(
+        (c.dense.score for c in candidates if c.dense is not None and not c.is_reply), reverse=True
+    )
     if len(scores) < STANDOUT_MIN_MATCHES:
         return None
     rest = scores[1:]

@@ -57,6 +57,7 @@ def candidates_from_log(row: dict[str, Any]) -> list[Candidate]:
             r[0], r[1], r[2], dense, lexical, entity, freshness.get(r[0]),
             in_context=flags.in_context, in_window=flags.in_window, from_passage=flags.from_passage,
             other_subject=flags.other_subject, tells_time=flags.tells_time,
+            is_reply=flags.is_reply,
         ))  # fmt: skip
     return sorted(out, key=lambda c: (-c.score, c.fused_rank))
 

@@ -46,11 +46,13 @@ from retold.retrieve.lexical import lexical_search
 from retold.retrieve.passage_scores import lift, ranked
 from retold.retrieve.query_focus import without_mentions
 from retold.retrieve.query_kind import about_self, asks
+from retold.retrieve.replies import holds_question, reply_list
 from retold.retrieve.rewrite import rewrite_stage
 from retold.retrieve.search_log import log_row
 from retold.retrieve.subjects import about_someone_else
-from retold.retrieve.time_answers import asks_when, time_answers
+from retold.retrieve.time_answers import asks_when, tells_time, time_answers
 from retold.retrieve.time_window import TimeWindow, eligible_within, interleave, query_windows, told_within
+from retold.store.store import FACT_SNIPPET_CHARS
 from retold.util import new_id
 
 if TYPE_CHECKING:
@@ -130,6 +132,8 @@ class SearchRun:
     about_read: set[str] = field(default_factory=set)  # candidates whose 'about' links were read
     other_subject: set[str] = field(default_factory=set)  # about someone else (retold.retrieve.subjects)
     time_answers: list[str] = field(default_factory=list)  # tell a time; the query asks when
+    reply_of: dict[str, str] = field(default_factory=dict)  # asker -> its reply (retold.retrieve.replies)
+    replies: list[str] = field(default_factory=list)  # the replies, in their askers' order
     subjects: dict[str, GateSubject] = field(default_factory=dict)
     kept: list[Candidate] = field(default_factory=list)
     gated_out: list[tuple[str, str]] = field(default_factory=list)
@@ -436,6 +440,8 @@ async def _fuse(services: SearchServices, run: SearchRun) -> list[Candidate]:
         subject_weight=cfg.subject_weight,
         time_answers=run.time_answers,
         time_answer_weight=cfg.time_answer_weight,
+        replies=run.replies,
+        reply_weight=cfg.reply_weight,
     )
     # Hard isolation invariant: nothing outside the eligible set goes any further.
     fused = [c for c in fused if c.record_id in run.eligible]
@@ -507,9 +513,63 @@ async def _telling_time(services: SearchServices, run: SearchRun, fused: list[Ca
     missing = [rid for rid in best if rid not in run.records]
     if missing:  # kept: the survivors among them are served without another read
         run.records.update({r.id: r for r in await services.store.get_records(missing)})
-    texts = {rid: run.records[rid].content for rid in best if rid in run.records}
-    run.time_answers = time_answers(best, texts, depth, cfg.time_answer_max_share)
+    texts = {rid: run.records[rid].content for rid in (*best, *run.reply_of.values()) if rid in run.records}
+    run.time_answers = time_answers(best, texts, depth, cfg.time_answer_max_share, replies=run.reply_of)
     return bool(run.time_answers)
+
+
+async def _the_replies(services: SearchServices, run: SearchRun, fused: list[Candidate]) -> bool:
+    """For a query that asks, the replies to the best candidates that hold a question
+    (retold.retrieve.replies); True when there are any."""
+    cfg = services.config.retrieval
+    if not cfg.reply_depth or run.qvecs is None or not asks(run.queries):
+        return False
+    best = [c.record_id for c in fused[: cfg.reply_depth]]
+    # A whole text is read only where the snippet was cut short before showing a question.
+    cut = [rid for rid in best if rid not in run.records and _cut_short(run.snippets.get(rid, ""))]
+    if cut:
+        run.records.update({r.id: r for r in await services.store.get_records(cut)})
+    text = {rid: run.records[rid].content for rid in best if rid in run.records}
+    askers = [rid for rid in best if holds_question(text.get(rid) or run.snippets.get(rid, ""))]
+    reply_of = await _replies(services, run, askers) if askers else {}
+    if asks_when(run.queries):  # asked when, a reply that tells no time is no answer
+        reply_of = {asker: rid for asker, rid in reply_of.items() if tells_time(run.records[rid].content)}
+    run.reply_of = await _as_dense_hits(services, run, reply_of)
+    run.replies = reply_list(askers, run.reply_of)
+    return bool(run.replies)
+
+
+def _cut_short(snippet: str) -> bool:
+    return len(snippet) >= FACT_SNIPPET_CHARS and not holds_question(snippet)
+
+
+async def _replies(services: SearchServices, run: SearchRun, askers: list[str]) -> dict[str, str]:
+    """The record just after each asker in its scope and day, loaded."""
+    cfg = services.config.retrieval
+    days = await read_anchor_days(
+        services.store, anchor_days(run.subjects[rid].event_at for rid in askers), scopes=run.scopes,
+        eligible=run.eligible, request=run.request, now=run.started_at or services.clock.now(),
+        exclude_source_kinds=run_floors(services.config, run).exclude_source_kinds,
+        max_records=cfg.context_max_records,
+    )  # fmt: skip
+    replies = days.replies(askers) if days is not None else {}
+    missing = [rid for rid in replies.values() if rid not in run.records]
+    if missing:
+        run.records.update({r.id: r for r in await services.store.get_records(missing)})
+    return {asker: rid for asker, rid in replies.items() if rid in run.records}
+
+
+async def _as_dense_hits(services: SearchServices, run: SearchRun, replies: dict[str, str]) -> dict[str, str]:
+    """The replies carried as neighbours with their real cosine, so that fusion, the gate and the
+    log treat them as the dense hits they are."""
+    assert run.qvecs is not None
+    listed = {rid for rid, _ in (*run.dense, *run.context, *run.neighbours)}
+    unlisted = list(dict.fromkeys(rid for rid in replies.values() if rid not in listed))
+    if unlisted:
+        cosine = dict(await services.dense.search(run.qvecs, set(unlisted), len(unlisted)))
+        run.neighbours = [*run.neighbours, *((rid, cosine[rid]) for rid in unlisted if rid in cosine)]
+        listed.update(cosine)
+    return {asker: rid for asker, rid in replies.items() if rid in listed}
 
 
 async def rank(services: SearchServices, run: SearchRun) -> None:
@@ -519,8 +579,10 @@ async def rank(services: SearchServices, run: SearchRun) -> None:
     fused = await _fuse(services, run)
     if run.qvecs is not None and fused and await _beside_the_best(services, run, fused):
         fused = await _fuse(services, run)  # again, with the context and neighbour lists
-    if fused and await _telling_time(services, run, fused):
-        fused = await _fuse(services, run)  # and with the answers that tell a time
+    if fused:
+        replied = await _the_replies(services, run, fused)
+        if await _telling_time(services, run, fused) or replied:
+            fused = await _fuse(services, run)  # and with the replies and the answers that tell a time
     t = run.mark("fuse", t)
     run.timings["fuse"] = round(run.timings["fuse"] + run.prefetch_ms, 3)  # loads done during generate
     skip = run.request.since is not None or run.request.until is not None

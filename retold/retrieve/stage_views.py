@@ -122,6 +122,7 @@ def rank_view(run: SearchRun) -> dict[str, Any]:
                     "channel_ranks": _ranks(c), "in_context": c.in_context, "in_window": c.in_window,
                     "from_passage": c.from_passage, "other_subject": c.other_subject,
                     "tells_time": c.tells_time,
+                    "is_reply": c.is_reply,
                     "rrf": round(c.rrf_score, 6),
                     "freshness": None if c.freshness_multiplier is None else round(c.freshness_multiplier, 4),
                     "score": round(c.score, 6),

@@ -13,7 +13,9 @@ tells a time when the write path's temporal grammar finds an expression in it
 (:func:`retold.ingest.write.temporal.mentions_time`: "last month", "on May 8", "two years
 ago") or it carries a duration or a vague recency ("for 3 years", "a month now", "recently",
 "the other day", "last night") in its first ``SCAN_CHARS`` characters. "since" alone is not
-enough: "since you asked" is a reason.
+enough: "since you asked" is a reason. The reply to a candidate that asks a question ("How
+long have you had them?" / "For 3 years now!", :mod:`retold.retrieve.replies`) joins the list
+after it when it tells a time.
 """
 
 from __future__ import annotations
@@ -61,11 +63,23 @@ def tells_time(text: str) -> bool:
 
 
 def time_answers(
-    ranked: Sequence[str], texts: Mapping[str, str], depth: int, max_share: float = 1.0
+    ranked: Sequence[str],
+    texts: Mapping[str, str],
+    depth: int,
+    max_share: float = 1.0,
+    replies: Mapping[str, str] | None = None,
 ) -> list[str]:
-    """The first ``depth`` of ``ranked`` whose text tells a time, in their ranked order; none
-    when more than ``max_share`` of them do (long records nearly all tell some time, and a
-    feature every candidate has tells them apart no better than chance)."""
+    """The first ``depth`` of ``ranked`` whose text tells a time, in their ranked order, each
+    followed by the reply to it (``replies``, :mod:`retold.retrieve.replies`) when that tells a
+    time; none when more than ``max_share`` of the examined tell one (long records nearly all
+    tell some time, and a feature every candidate has tells them apart no better than chance)."""
     examined = ranked[:depth]
     telling = [rid for rid in examined if tells_time(texts.get(rid, ""))]
-    return telling if len(telling) <= max_share * len(examined) else []
+    if len(telling) > max_share * len(examined):
+        return []
+    out: list[str] = []
+    for rid in examined:
+        for answer in (rid, (replies or {}).get(rid)):
+            if answer is not None and answer not in out and tells_time(texts.get(answer, "")):
+                out.append(answer)
+    return out

@@ -142,6 +142,7 @@ async def search_page(
             "id": shown(rid), "rank": item[1], "score": item[2], "in_context": flags.in_context,
             "in_window": flags.in_window, "from_passage": flags.from_passage,
             "other_subject": flags.other_subject, "tells_time": flags.tells_time,
+            "is_reply": flags.is_reply,
             "dense": channels["dense"].get(rid), "lexical": channels["lexical"].get(rid),
             "entity": channels["entity"].get(rid), "freshness": freshness.get(rid),
             "fate": fate, "reason": mask(str(reason)), "facts": facts.get(rid),

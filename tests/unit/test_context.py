@@ -130,6 +130,8 @@ async def test_neighbours_are_the_records_beside_an_anchor_in_its_scope_and_day(
         )  # fmt: skip
         assert one_day is not None
         assert one_day.on(anchor_days([START + timedelta(days=20)])) == {before, hike, fish}
+        # The reply to each: the record just after it, none after the day's last.
+        assert one_day.replies([before, hike, fish]) == {before: hike, hike: fish}
     finally:
         await world.rt.close()
 

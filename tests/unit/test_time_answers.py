@@ -135,6 +135,20 @@ def test_time_answers_are_only_ever_the_best_candidates_that_tell_a_time(
     assert shared in ([], out) and (shared == out) == (len(out) <= 0.5 * len(ranked[:depth]))
 
 
+def test_the_reply_to_a_candidate_that_asks_follows_it_when_it_tells_a_time() -> None:
+    texts = {
+        "ask": "How long have you had them?",
+        "reply": "Oh, for six years now!",
+        "a": "two years ago",
+        "b": "a dog",
+        "mute": "They are lovely.",
+    }
+    assert time_answers(["a", "ask", "b"], texts, 5, replies={"ask": "reply"}) == ["a", "reply"]
+    assert time_answers(["ask", "a"], texts, 5, replies={"ask": "mute"}) == ["a"]  # tells no time
+    assert time_answers(["ask", "reply"], texts, 5, replies={"ask": "reply"}) == ["reply"]  # once
+    assert time_answers(["b", "ask"], texts, 1, replies={"ask": "reply"}) == []  # beyond the depth
+
+
 def test_fusion_lifts_and_flags_the_time_answers_only() -> None:
     dense = [("q", 0.9), ("x", 0.8), ("a", 0.7)]
     plain = fuse(dense, [], [], 10)
