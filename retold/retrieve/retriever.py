@@ -35,7 +35,7 @@ from retold.models import (
 )
 from retold.policy.grants import readable_scopes
 from retold.retrieve.budget import fill_budget
-from retold.retrieve.context import anchor_days, read_anchor_days, same_day_hits
+from retold.retrieve.context import AnchorDays, anchor_days, read_anchor_days, same_day_hits
 from retold.retrieve.dedup import collapse_duplicates
 from retold.retrieve.entity_search import QueryEntities, alias_candidates, entity_search, selective_aliases
 from retold.retrieve.explain import build_explanation
@@ -467,6 +467,17 @@ async def _read_subjects(services: SearchServices, run: SearchRun) -> None:
         run.other_subject |= about_someone_else(about, run.named, run.own_entities)
 
 
+async def _days_of(services: SearchServices, run: SearchRun, record_ids: list[str]) -> AnchorDays | None:
+    """The eligible records of these candidates' event days (retold.retrieve.context), the read
+    the context pass, the neighbours and the replies share."""
+    return await read_anchor_days(
+        services.store, anchor_days(run.subjects[rid].event_at for rid in record_ids), scopes=run.scopes,
+        eligible=run.eligible, request=run.request, now=run.started_at or services.clock.now(),
+        exclude_source_kinds=run_floors(services.config, run).exclude_source_kinds,
+        max_records=services.config.retrieval.context_max_records,
+    )  # fmt: skip
+
+
 async def _beside_the_best(services: SearchServices, run: SearchRun, fused: list[Candidate]) -> bool:
     """The same-day context pass and the neighbours of the first fusion's best candidates
     (retold.retrieve.context), over one read of their days; True when either found something."""
@@ -477,12 +488,7 @@ async def _beside_the_best(services: SearchServices, run: SearchRun, fused: list
     anchors = context if len(context) > len(near) else near
     if not anchors:
         return False
-    days = await read_anchor_days(
-        services.store, anchor_days(run.subjects[c.record_id].event_at for c in anchors), scopes=run.scopes,
-        eligible=run.eligible, request=run.request, now=run.started_at or services.clock.now(),
-        exclude_source_kinds=run_floors(services.config, run).exclude_source_kinds,
-        max_records=cfg.context_max_records,
-    )  # fmt: skip
+    days = await _days_of(services, run, [c.record_id for c in anchors])
     if days is None:
         return False
     if context:
@@ -545,13 +551,7 @@ def _cut_short(snippet: str) -> bool:
 
 async def _replies(services: SearchServices, run: SearchRun, askers: list[str]) -> dict[str, str]:
     """The record just after each asker in its scope and day, loaded."""
-    cfg = services.config.retrieval
-    days = await read_anchor_days(
-        services.store, anchor_days(run.subjects[rid].event_at for rid in askers), scopes=run.scopes,
-        eligible=run.eligible, request=run.request, now=run.started_at or services.clock.now(),
-        exclude_source_kinds=run_floors(services.config, run).exclude_source_kinds,
-        max_records=cfg.context_max_records,
-    )  # fmt: skip
+    days = await _days_of(services, run, askers)
     replies = days.replies(askers) if days is not None else {}
     missing = [rid for rid in replies.values() if rid not in run.records]
     if missing:
