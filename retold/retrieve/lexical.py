@@ -78,12 +78,17 @@ def _fold_char(ch: str) -> str | None:
     return lowered if len(lowered) == 1 else ch
 
 
+_ASCII_TOKEN = re.compile(r"[a-z0-9]+")
+
+
 def fts_tokens(text: str) -> tuple[str, ...]:
     """The tokens FTS5 ``unicode61 remove_diacritics 2`` indexes for ``text``, in order.
 
     >>> fts_tokens("Deploy bge-m3 to café.yml")
     ('deploy', 'bge', 'm3', 'to', 'cafe', 'yml')
     """
+    if text.isascii():  # the common case, at C speed: ASCII letters and digits are the token characters
+        return tuple(_ASCII_TOKEN.findall(text.lower()))
     tokens: list[str] = []
     current: list[str] = []
     for ch in text:

@@ -53,15 +53,17 @@ class SearchMixin(LexicalIndexMixin):
         """
         if not match or k <= 0:
             return []
-        name, table = ("records_fts", "main.records_fts") if index is None else (index.name, index.table)
-        bm25 = f"bm25({name}, {_WEIGHTS})"
-        query = f"""SELECT {name}.record_id, -{bm25} AS score,
-                           {name}.content, {name}.subject, {name}.aliases
-                      FROM {table} {{join}}
-                     WHERE {name} MATCH ?
-                     ORDER BY {bm25}, {name}.record_id
+        name, schema = ("records_fts", "main") if index is None else (index.name, index.schema)
+        # FTS5 reads a row's stored columns together, and a sort on one of them would carry every
+        # match's row; for a word in most records that costs more than scoring them. So FTS5
+        # only scores (bm25 once, named), and the columns come from its content table by rowid.
+        query = f"""SELECT c.c0, -f.score, c.c1, c.c2, c.c3
+                      FROM (SELECT rowid, bm25({name}, {_WEIGHTS}) AS score
+                              FROM {schema}.{name} WHERE {name} MATCH ?) f
+                      JOIN {schema}.{name}_content c ON c.id = f.rowid {{join}}
+                     ORDER BY f.score, c.c0
                      LIMIT ?"""
-        column = f"{name}.record_id"
+        column = "c.c0"
         if isinstance(eligible, EligibleSet) and eligible.join_clause(column) is not None:
             # A large eligible set usually admits most matches: read the best matches from FTS5
             # alone (no per-row join) and keep the eligible ones. The order (score, id) is
@@ -74,7 +76,7 @@ class SearchMixin(LexicalIndexMixin):
             if len(kept) >= k or len(rows) < probe:
                 return [(r[0], float(r[1]), r[2] or "", r[3] or "", r[4] or "") for r in kept[:k]]
         async with self._eligible_records(eligible, column) as (join, params):
-            rows = await self.db.fetchall(query.format(join=join), (*params, match, k))
+            rows = await self.db.fetchall(query.format(join=join), (match, *params, k))
         return [(r[0], float(r[1]), r[2] or "", r[3] or "", r[4] or "") for r in rows]
 
     async def term_statistics(

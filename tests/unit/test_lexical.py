@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from retold.models import LexicalTerm, Scope
 from retold.retrieve.lexical import (
@@ -126,6 +128,19 @@ def test_fts_tokens_agree_with_the_fts5_tokenizer() -> None:
         conn.execute("INSERT INTO f(a) VALUES (?)", (text,))
     fts = [r[0] for r in conn.execute("SELECT term FROM v ORDER BY doc, offset")]
     assert [t for text in samples for t in fts_tokens(text)] == fts
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=60))
+def test_fts_tokens_of_ascii_text_agree_with_the_fts5_tokenizer(text: str) -> None:
+    """The ASCII fast path tokenises exactly as FTS5 does (every ASCII character drawn)."""
+    import sqlite3
+
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE VIRTUAL TABLE f USING fts5(a, tokenize = 'unicode61 remove_diacritics 2')")
+    conn.execute("CREATE VIRTUAL TABLE v USING fts5vocab(f, 'instance')")
+    conn.execute("INSERT INTO f(a) VALUES (?)", (text,))
+    assert list(fts_tokens(text)) == [r[0] for r in conn.execute("SELECT term FROM v ORDER BY offset")]
 
 
 def test_fts_query_quotes_every_term_and_phrases_multi_token_terms() -> None:
