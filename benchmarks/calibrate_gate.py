@@ -380,7 +380,7 @@ class Table:
                     matched,
                     total,
                     # one match suffices: an identifier, an alias or a rare word (as the gate)
-                    bool(terms and any(t.precise or (t.rare and not t.common) for t in terms.terms)),
+                    bool(terms and any((t.precise or t.rare) and not t.common for t in terms.terms)),
                     c.entity is not None,
                     sum(h is not None for h in (c.dense, c.lexical, c.entity)),
                     c.score,

@@ -408,8 +408,9 @@ class LexicalTerm:
     value: str
     is_identifier: bool
     is_entity_alias: bool
-    # A plain word in more than gate.common_word_share of the searcher's records: it ranks, but
-    # it is no evidence for the gate ("awesome", "great" in a chat history).
+    # A plain word in more than gate.common_word_share of the searcher's records, or a word of a
+    # date the query names: it ranks, but it is no evidence for the gate ("awesome", "great" in
+    # a chat history; "june", "2023" of "on 16 June, 2023", which the time window stands for).
     common: bool = False
     # A plain word in at most gate.rare_word_records of the searcher's records: matched alone, it
     # is evidence as an identifier is ("Where have I camped?"), and it cannot flood the answer.
@@ -425,7 +426,7 @@ class LexicalTerm:
 class LexicalMatch:
     terms: tuple[LexicalTerm, ...]
     total_terms: int
-    common_terms: int = 0  # of total_terms, the common words (the gate counts neither side)
+    common_terms: int = 0  # of total_terms, the common and date words (the gate counts neither side)
 
     @property
     def counted(self) -> tuple[int, int]:

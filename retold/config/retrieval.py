@@ -158,6 +158,12 @@ _CHAT_WORDS = (
     "shares three words with a stored turn and is about none. They still rank; a name as written is "
     "never one. false counts them as any word."
 )
+_DATE_WORDS = (
+    "The words of a date the query names ('16', 'June', '2023' of 'on 16 June, 2023') count for the "
+    "lexical floors neither as terms nor as matched: the date becomes a time window "
+    "(retrieval.time_windows) whose records pass at gate.window_floor, and stored text rarely repeats "
+    "the date it happened on. They still rank. false counts them as any word."
+)
 _CONTEXT = (
     "A candidate of the same-day context pass (retrieval.context_anchors) that clears no other floor "
     "still passes when a survivor shares its event day and its cosine is at least this; it can "
@@ -338,6 +344,7 @@ class GateConfig(_Block):
     rare_word_records: _NonNegativeInt = Field(3, description=_RARE_WORD_RECORDS)
     rare_word_min_records: _PositiveInt = Field(200, description=_RARE_WORD_MIN_RECORDS)
     chat_words: bool = Field(True, strict=True, description=_CHAT_WORDS)
+    date_words_uncounted: bool = Field(True, strict=True, description=_DATE_WORDS)
     relative_floor: _Unit = Field(0.0, description=_RELATIVE)
     context_floor: _Unit = Field(0.2, description=_CONTEXT)
     companion_floor: _Unit = Field(0.2, description=_COMPANION)

@@ -61,7 +61,7 @@ def _lexical_pass(candidate: Candidate, floors: GateFloors) -> tuple[bool, str |
         return False, None
     matched, total = match.counted
     fraction = matched / total if total else 0.0
-    precise = any(t.precise for t in match.terms)
+    precise = any(t.precise and not t.common for t in match.terms)  # a date's number is no identifier
     rare = [t.value for t in match.terms if t.rare and not t.common and not t.precise]
     terms = f"lexical {matched}/{total} terms" + _common_note(match.common_terms) + _uncounted(match.terms)
     if fraction < floors.lexical_min_term_fraction:
@@ -86,7 +86,7 @@ def _uncounted(terms: tuple[LexicalTerm, ...]) -> str:
 def _common_note(common: int) -> str:
     if not common:
         return ""
-    return f" ({common} common word{'s' if common > 1 else ''} not counted)"
+    return f" ({common} common or date word{'s' if common > 1 else ''} not counted)"
 
 
 def dense_reference(candidates: Sequence[Candidate]) -> float | None:

@@ -517,6 +517,13 @@ def records_with(term: QueryTerm, counts: Mapping[str, int]) -> int:
     return counts.get(term.tokens[0], 0) + sum(counts.get(v, 0) for v in term.variants)
 
 
+def date_words(terms: Iterable[QueryTerm], dated: Sequence[str]) -> set[tuple[str, ...]]:
+    """The terms that are words of a date the query names ("16", "june", "2023" of "on 16
+    June, 2023"): stored text rarely repeats the date it happened on, its event time does."""
+    words = {token for text in dated for token in fts_tokens(text)}
+    return {t.tokens for t in terms if not t.is_entity_alias and words.issuperset(t.tokens)}
+
+
 COMMON_WORD_REFERENCE_TOKENS = 20
 """The record length (tokens: a sentence or two) at which ``gate.common_word_share`` applies."""
 
@@ -604,6 +611,7 @@ async def lexical_search(
     rare_word_records: int = 0,
     rare_word_min_records: int = 0,
     chat: bool = False,
+    dated: Sequence[str] = (),
     unselective: Collection[str] = frozenset(),
 ) -> list[LexicalHit]:
     """Up to ``k`` eligible records matching any query's terms, best BM25 first (spec §10.2).
@@ -621,7 +629,9 @@ async def lexical_search(
     ``unselective`` are aliases of names that cannot tell records apart (query_focus): their
     words stay out of the full-text query, as common words do, unless nothing else is left.
     ``common_word_*``, ``rare_word_*`` and ``chat`` are the gate's (:func:`common_words`,
-    :func:`rare_words`, :func:`chat_words`); the defaults flag nothing.
+    :func:`rare_words`, :func:`chat_words`); the defaults flag nothing. ``dated`` are the
+    texts of the dates the queries name (retold.retrieve.time_window): their words are the
+    time windows' evidence, so the gate counts them as it counts common words, not at all.
     """
     if not eligible or k <= 0:
         return []
@@ -658,6 +668,7 @@ async def lexical_search(
             )
             if chat:
                 chatter = chat_words(every)
+            common |= date_words(every, dated)
             terms = selective_terms(
                 every,
                 stats.total,

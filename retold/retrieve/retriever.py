@@ -227,6 +227,9 @@ async def prepare(services: SearchServices, run: SearchRun) -> None:
     t = run.mark("filter", t)
     run.index_refresh = await services.dense.refresh()
     run.mark("index_refresh", t)
+    cfg = services.config.retrieval
+    now = run.started_at or services.clock.now()
+    run.windows = query_windows(run.queries, now, cfg.time_window_slack_days) if cfg.time_windows else []
 
 
 def begin_embedding(services: SearchServices, run: SearchRun, texts: list[str]) -> None:
@@ -331,6 +334,7 @@ async def generate(services: SearchServices, run: SearchRun) -> None:
             rare_word_records=cfg.gate.rare_word_records,
             rare_word_min_records=cfg.gate.rare_word_min_records,
             chat=cfg.gate.chat_words,
+            dated=[w.text for w in run.windows] if cfg.gate.date_words_uncounted else (),
             unselective=entities.unselective if cfg.focus_queries else frozenset(),
         )
         t = run.mark("lexical", t)
@@ -388,7 +392,6 @@ async def in_time_windows(services: SearchServices, run: SearchRun) -> set[str]:
     """
     cfg = services.config.retrieval
     now = run.started_at or services.clock.now()
-    run.windows = query_windows(run.queries, now, cfg.time_window_slack_days) if cfg.time_windows else []
     if not run.windows:
         return set()
     floors = run_floors(services.config, run)

@@ -115,6 +115,7 @@ def log_row(
                 "rare_word_records": cfg.retrieval.gate.rare_word_records,
                 "rare_word_min_records": cfg.retrieval.gate.rare_word_min_records,
                 "chat_words": cfg.retrieval.gate.chat_words,
+                "date_words_uncounted": cfg.retrieval.gate.date_words_uncounted,
             },
             "dedup_cosine": cfg.retrieval.dedup_cosine,
             "rrf_k": cfg.retrieval.rrf_k,

@@ -107,7 +107,7 @@ def test_a_match_on_common_words_alone_does_not_pass_and_says_why() -> None:
     assert passes_step1(chat, EPISODE, FLOORS) is None
     kept, out = gate([chat], {"r": EPISODE}, FLOORS)
     assert not kept
-    assert "lexical 0/1 terms (2 common words not counted)" in out[0][1]
+    assert "lexical 0/1 terms (2 common or date words not counted)" in out[0][1]
     # A search that asked for no gate (a LangGraph store built with gate=False) gets every match.
     assert passes_step1(chat, EPISODE, FLOORS.opened()) is not None
 
@@ -117,7 +117,7 @@ def test_common_words_unmatched_in_the_query_no_longer_dilute_a_match() -> None:
     terms = (LexicalTerm("pottery", False, False), LexicalTerm("class", False, False))
     assert passes_step1(lexical_only(terms, 7, 0), EPISODE, FLOORS) is None  # 2/7 < 0.34
     assert passes_step1(lexical_only(terms, 7, 5), EPISODE, FLOORS) == (
-        "lexical 2/2 terms (5 common words not counted)"
+        "lexical 2/2 terms (5 common or date words not counted)"
     )
 
 
@@ -229,7 +229,7 @@ async def test_a_chat_turn_finds_nothing_on_its_common_words_but_a_question_stil
         assert chat.results == []
         log = await rt.store.search_log(chat.search_id)
         assert log is not None and json.loads(log["lexical"])  # the words still matched and ranked
-        assert "common word" in (chat.empty_reason or "")
+        assert "common or date words not counted" in (chat.empty_reason or "")
         flags = json.loads(log["config_flags"])["gate"]
         assert (flags["common_word_share"], flags["common_word_min_records"]) == (0.1, 10)
 
@@ -237,7 +237,7 @@ async def test_a_chat_turn_finds_nothing_on_its_common_words_but_a_question_stil
         found = {r.record.id: r for r in asked.results}
         pottery = ids["Awesome pottery class, the teacher was great"]
         assert pottery in found
-        assert "common word" in (found[pottery].explanation.gate or "")
+        assert "common or date word" in (found[pottery].explanation.gate or "")
         for response in (chat, asked):  # the replay makes the gate's decision again from the log
             replayed = await replay_gate(rt.store, response.search_id, rt.config)
             row = await rt.store.search_log(response.search_id)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -204,6 +206,21 @@ async def test_raw_quote_inside_a_term_is_escaped(store: Store, make_record: Mak
     rid = await add(store, make_record, "coffee")
     rows = await store.fts_search(fts_query([QueryTerm("x", ('co"ffee',), False, False)]), {rid}, 5)
     assert rows == []
+
+
+async def test_equal_scores_rank_by_record_id_whatever_the_insertion_order(
+    store: Store, make_record: MakeRecord
+) -> None:
+    """Ties break by record id, also where the limit cuts through them: SQLite scores in FTS5
+    alone and reads rows by rowid, which here runs opposite to the ids."""
+    ids = sorted(str(uuid.uuid4()) for _ in range(12))
+    for rid in reversed(ids):
+        await add(store, make_record, "the same quiet harbour note", id=rid)
+    match = fts_query(query_terms("harbour"))
+    rows = await store.fts_search(match, set(ids), 5)
+    assert [r[0] for r in rows] == ids[:5]
+    assert len({r[1] for r in rows}) == 1  # one score: the order is the tie-break's alone
+    assert [r[0] for r in await store.fts_search(match, set(ids[3:]), 4)] == ids[3:7]
 
 
 async def test_ineligible_matches_cannot_crowd_out_an_eligible_one(
