@@ -668,7 +668,6 @@ async def lexical_search(
             )
             if chat:
                 chatter = chat_words(every)
-            common |= date_words(every, dated)
             terms = selective_terms(
                 every,
                 stats.total,
@@ -678,6 +677,7 @@ async def lexical_search(
             )
         else:
             terms = [t for q in per_query for t in q]
+        common |= date_words((t for q in per_query for t in q), dated)  # "06/16/2023" has no plain word
         if unselective:
             names = {word for alias in unselective for word in alias.split()}
             terms = [t for t in terms if not (t.stemmable and t.value in names)] or terms

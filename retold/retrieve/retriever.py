@@ -193,7 +193,7 @@ def run_floors(config: Config, run: SearchRun) -> GateFloors:
 async def prepare(services: SearchServices, run: SearchRun) -> None:
     """Rewrite, readable scopes, the hard filter, and the index refresh."""
     cfg = services.config.retrieval
-    run.started_at = services.clock.now()
+    run.started_at = now = services.clock.now()
     run.warm = bool(getattr(services.embedder, "is_loaded", False) and services.dense.is_loaded)
     t = run.t0
     run.queries, run.rewrite_status = await rewrite_stage(
@@ -227,8 +227,7 @@ async def prepare(services: SearchServices, run: SearchRun) -> None:
     t = run.mark("filter", t)
     run.index_refresh = await services.dense.refresh()
     run.mark("index_refresh", t)
-    cfg = services.config.retrieval
-    now = run.started_at or services.clock.now()
+    # The dates the queries name: the dense channel's windows and words the lexical floors skip.
     run.windows = query_windows(run.queries, now, cfg.time_window_slack_days) if cfg.time_windows else []
 
 

@@ -76,3 +76,16 @@ def _lexical(terms: list[LexicalTerm], total: int, uncounted: int = 0) -> Candid
         "r", None, GeneratorHit(1, 5.0), LexicalMatch(tuple(terms), total, uncounted), None, None, 0.1,
         1, None, 0.1, None, None, None,
     )  # fmt: skip
+
+
+async def test_a_date_of_numbers_alone_is_no_identifier_match(store: Store, make_record: MakeRecord) -> None:
+    # A query whose only words are a date's numbers has no plain word to look up; its numbers
+    # are still the date's, not identifiers a record could match on.
+    release = await add(store, make_record, "The release notes went out 06/16/2023 with the new icons")
+    query = "06/16/2023?"
+    assert _dates(query) == ["06/16/2023"]
+    (hit,) = await lexical_search(store, [query], {release}, 10, dated=_dates(query))
+    assert hit.match.counted == (0, 0)
+    assert all(t.common for t in hit.match.terms)
+    (plain,) = await lexical_search(store, [query], {release}, 10)
+    assert plain.match.counted == (1, 1)  # matched as an identifier would be: one is enough
