@@ -622,6 +622,15 @@ class RetrievalConfig(_Block):
             "when every word is that common the rarest is searched alone. 1 turns pruning off. In [0, 1]."
         ),
     )
+    common_term_scan_records: _NonNegativeInt = Field(
+        2000,
+        description=(
+            "When every query word is that common and the rarest is searched alone, SQLite scores only "
+            "the newest this many records holding it instead of every one (a word in most of 50K records "
+            "cost 50 ms for a list that barely ranks); PostgreSQL reads its postings best first and stays "
+            "exact. 0 scores them all. Integer >= 0."
+        ),
+    )
     rrf_k: _PositiveInt = Field(
         10,
         description=(

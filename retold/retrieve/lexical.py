@@ -480,7 +480,8 @@ def _best_match(
 
 COMMON_TERM_SHARE = 0.1
 COMMON_TERM_MIN_RECORDS = 2000
-"""The defaults of retrieval.common_term_min_records and retrieval.common_term_share: with
+COMMON_TERM_SCAN_RECORDS = 2000
+"""The defaults of retrieval.common_term_min_records, common_term_share and common_term_scan_records: with
 at least that many indexed records, a plain term in more than that share of them is left
 out of the FTS query.
 
@@ -489,7 +490,8 @@ in under 1 % of records), but an OR query on it makes SQLite score every row con
 it: at 50K records a term in half of them cost more than the rest of a search. It still
 counts toward coverage for the gate, computed on the returned rows, and dense retrieval
 still sees the whole query. Identifiers, entity aliases and phrases are always searched;
-when every term is a common plain word, the rarest one is searched alone.
+when every term is a common plain word, the rarest one is searched alone. Then only the newest
+``retrieval.common_term_scan_records`` records holding it are scored (:func:`scan_limit`).
 """
 
 
@@ -510,6 +512,34 @@ def selective_terms(
     if kept:
         return kept
     return [min(terms, key=lambda t: records_with(t, counts))]
+
+
+def scan_limit(
+    terms: list[QueryTerm],
+    total: int,
+    counts: Mapping[str, int],
+    *,
+    min_records: int | None = None,
+    share: float | None = None,
+    scan_records: int | None = None,
+) -> int | None:
+    """How many of the matches the full-text query need score, newest first; None for all.
+
+    Only when pruning left nothing but common words (:func:`selective_terms` then searches the
+    rarest alone) and they are in more than ``scan_records`` records: such a list barely ranks
+    (BM25 IDF under ln 9) and the gate mostly counts none of its words, yet scoring every record
+    holding a word in most of 50K cost more than the rest of a search. A query with one word
+    that is not common is never bounded, so an old record holding it is always found.
+    """
+    min_records = COMMON_TERM_MIN_RECORDS if min_records is None else min_records
+    share = COMMON_TERM_SHARE if share is None else share
+    scan_records = COMMON_TERM_SCAN_RECORDS if scan_records is None else scan_records
+    if scan_records <= 0 or total < min_records or not terms:
+        return None
+    widest = max(scan_records, share * total)
+    if all(t.stemmable and records_with(t, counts) > widest for t in terms):
+        return scan_records
+    return None
 
 
 def records_with(term: QueryTerm, counts: Mapping[str, int]) -> int:
@@ -606,6 +636,7 @@ async def lexical_search(
     scopes: Sequence[Scope] | None = None,
     common_term_min_records: int | None = None,
     common_term_share: float | None = None,
+    common_term_scan_records: int | None = None,
     common_word_share: float = 1.0,
     common_word_min_records: int = 0,
     rare_word_records: int = 0,
@@ -625,7 +656,8 @@ async def lexical_search(
     Everything the channel derives from the index — inflections, term counts, BM25's
     document frequencies and average length — comes from those scopes' rows alone
     (``Store.lexical_index``), so another tenant's words cannot change this search.
-    ``common_term_*`` are the retrieval config's pruning keys (default: the module's).
+    ``common_term_*`` are the retrieval config's pruning keys (default: the module's); a query
+    left with common words alone scores only the newest of their matches (:func:`scan_limit`).
     ``unselective`` are aliases of names that cannot tell records apart (query_focus): their
     words stay out of the full-text query, as common words do, unless nothing else is left.
     ``common_word_*``, ``rare_word_*`` and ``chat`` are the gate's (:func:`common_words`,
@@ -643,6 +675,7 @@ async def lexical_search(
     common: set[tuple[str, ...]] = set()
     rare: set[tuple[str, ...]] = set()
     chatter: set[tuple[str, ...]] = set()
+    scan: int | None = None
     async with store.lexical_index(scopes) as index:
         plain = [t for terms in per_query for t in terms if t.stemmable]
         if plain:  # one vocabulary read: inflections to add, then which words are worth searching
@@ -681,10 +714,19 @@ async def lexical_search(
         if unselective:
             names = {word for alias in unselective for word in alias.split()}
             terms = [t for t in terms if not (t.stemmable and t.value in names)] or terms
+        if plain:
+            scan = scan_limit(
+                terms,
+                stats.total,
+                counts,
+                min_records=common_term_min_records,
+                share=common_term_share,
+                scan_records=common_term_scan_records,
+            )
         match = fts_query(terms)
         if not match:
             return []
-        rows = await store.fts_search(match, eligible, k, index=index)
+        rows = await store.fts_search(match, eligible, k, index=index, scan_limit=scan)
     hits: list[LexicalHit] = []
     unmatched = common | chatter  # chat words stay among the query's terms, never matched
     for record_id, score, content, subject, aliases in rows:

@@ -328,6 +328,7 @@ async def generate(services: SearchServices, run: SearchRun) -> None:
             scopes=run.scopes,
             common_term_min_records=cfg.common_term_min_records,
             common_term_share=cfg.common_term_share,
+            common_term_scan_records=cfg.common_term_scan_records,
             common_word_share=cfg.gate.common_word_share,
             common_word_min_records=cfg.gate.common_word_min_records,
             rare_word_records=cfg.gate.rare_word_records,

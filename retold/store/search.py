@@ -41,7 +41,13 @@ class SearchMixin(LexicalIndexMixin):
     # --- FTS5 --------------------------------------------------------------------------------------
 
     async def fts_search(
-        self, match: str, eligible: Iterable[str], k: int, *, index: LexicalIndex | None = None
+        self,
+        match: str,
+        eligible: Iterable[str],
+        k: int,
+        *,
+        index: LexicalIndex | None = None,
+        scan_limit: int | None = None,
     ) -> list[tuple[str, float, str, str, str]]:
         """(record_id, score, content, subject, aliases) of the best ``k`` eligible FTS matches.
 
@@ -49,7 +55,9 @@ class SearchMixin(LexicalIndexMixin):
         as a parameter. ``score`` is ``-bm25(...)`` with weights 1 content, 2 subject,
         3 aliases, so higher is better; rows come best first, ties by record id. ``index``
         comes from :meth:`lexical_index`; without one the store's whole ``records_fts`` is
-        searched, and its statistics cover every scope.
+        searched, and its statistics cover every scope. ``scan_limit``: score only that many
+        matches, the newest indexed first (``retrieve.lexical.scan_limit``; a query of common
+        words alone), so the cost stops growing with the store.
         """
         if not match or k <= 0:
             return []
@@ -59,11 +67,17 @@ class SearchMixin(LexicalIndexMixin):
         # only scores (bm25 once, named), and the columns come from its content table by rowid.
         query = f"""SELECT c.c0, -f.score, c.c1, c.c2, c.c3
                       FROM (SELECT rowid, bm25({name}, {_WEIGHTS}) AS score
-                              FROM {schema}.{name} WHERE {name} MATCH ?) f
+                              FROM {schema}.{name} WHERE {name} MATCH ? {{newest}}) f
                       JOIN {schema}.{name}_content c ON c.id = f.rowid {{join}}
                      ORDER BY f.score, c.c0
                      LIMIT ?"""
         column = "c.c0"
+        # FTS5 walks a word's matches in rowid order, so the newest come first without a sort.
+        bound: tuple[int, ...] = ()
+        if scan_limit is not None and scan_limit > 0:
+            query, bound = query.replace("{newest}", "ORDER BY rowid DESC LIMIT ?"), (scan_limit,)
+        else:
+            query = query.replace("{newest}", "")
         if isinstance(eligible, EligibleSet) and eligible.join_clause(column) is not None:
             # A large eligible set usually admits most matches: read the best matches from FTS5
             # alone (no per-row join) and keep the eligible ones. The order (score, id) is
@@ -71,12 +85,12 @@ class SearchMixin(LexicalIndexMixin):
             # the join's answer; otherwise the join below runs and eligibility still applies
             # before the limit.
             probe = max(4 * k, 64)
-            rows = await self.db.fetchall(query.format(join=""), (match, probe))
+            rows = await self.db.fetchall(query.format(join=""), (match, *bound, probe))
             kept = [r for r in rows if r[0] in eligible]
             if len(kept) >= k or len(rows) < probe:
                 return [(r[0], float(r[1]), r[2] or "", r[3] or "", r[4] or "") for r in kept[:k]]
         async with self._eligible_records(eligible, column) as (join, params):
-            rows = await self.db.fetchall(query.format(join=join), (match, *params, k))
+            rows = await self.db.fetchall(query.format(join=join), (match, *bound, *params, k))
         return [(r[0], float(r[1]), r[2] or "", r[3] or "", r[4] or "") for r in rows]
 
     async def term_statistics(

@@ -55,9 +55,19 @@ class Bm25Mixin:
     db: Any
 
     async def fts_search(
-        self, match: str, eligible: Iterable[str], k: int, *, index: LexicalIndex | None = None
+        self,
+        match: str,
+        eligible: Iterable[str],
+        k: int,
+        *,
+        index: LexicalIndex | None = None,
+        scan_limit: int | None = None,
     ) -> list[tuple[str, float, str, str, str]]:
-        """The best ``k`` eligible rows by FTS5's ``bm25()``, computed over the readable rows."""
+        """The best ``k`` eligible rows by FTS5's ``bm25()``, computed over the readable rows.
+
+        ``scan_limit`` is SQLite's bound for a word in most records; here one word's postings
+        are read best first by group, so the answer stays exact at no such cost.
+        """
         phrases = _phrases(match) if match else []
         if not phrases or k <= 0:
             return []
