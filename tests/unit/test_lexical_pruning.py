@@ -66,14 +66,11 @@ def test_only_a_query_of_common_words_alone_is_bounded() -> None:
     # One word that is not common keeps the whole scan: an old record holding it is found.
     assert scan_limit(query_terms("status billing"), 1000, counts, **bounded) is None
     # Common by share but in fewer records than the bound: scoring them all costs no more.
-    assert (
-        scan_limit(query_terms("migration"), 1000, counts, **{**bounded, "share": 0.1, "scan_records": 500})
-        is None
-    )
+    assert scan_limit(query_terms("migration"), 1000, counts, **{**bounded, "scan_records": 500}) is None
     # Under the pruning minimum nothing is common; 0 turns the bound off.
     assert scan_limit(query_terms("status"), 999, counts, **bounded) is None
     assert scan_limit(query_terms("status"), 1000, counts, **{**bounded, "scan_records": 0}) is None
-    # Identifiers and phrases are never bounded.
+    # An identifier is never bounded, nor is an empty query.
     assert scan_limit(query_terms("PR-4411"), 1000, {"pr": 900, "4411": 900}, **bounded) is None
     assert scan_limit([], 1000, counts, **bounded) is None
 
