@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from retold.models import Principal, Scope
-from retold.retrieve.lexical import is_proper_noun, query_words
+from retold.retrieve.query_terms import is_proper_noun, query_words
 from retold.retrieve.stopwords import STOPWORDS
 from retold.util import normalize_alias
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from retold.retrieve.lexical import word_key
+from retold.retrieve.query_terms import word_key
 from retold.retrieve.stopwords import STOPWORDS
 
 __all__ = ["without_mentions"]

@@ -51,12 +51,12 @@ class SearchMixin(LexicalIndexMixin):
     ) -> list[tuple[str, float, str, str, str]]:
         """(record_id, score, content, subject, aliases) of the best ``k`` eligible FTS matches.
 
-        ``match`` is an FTS5 expression built by ``retrieve.lexical.fts_query`` and is bound
+        ``match`` is an FTS5 expression built by ``retrieve.query_terms.fts_query`` and is bound
         as a parameter. ``score`` is ``-bm25(...)`` with weights 1 content, 2 subject,
         3 aliases, so higher is better; rows come best first, ties by record id. ``index``
         comes from :meth:`lexical_index`; without one the store's whole ``records_fts`` is
         searched, and its statistics cover every scope. ``scan_limit``: score only that many
-        matches, the newest indexed first (``retrieve.lexical.scan_limit``; a query of common
+        matches, the newest indexed first (``retrieve.word_counts.scan_limit``; a query of common
         words alone), so the cost stops growing with the store.
         """
         if not match or k <= 0:

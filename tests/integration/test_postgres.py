@@ -312,7 +312,7 @@ async def test_maxscore_pruning_ranks_exactly_as_fts5(
             lite = await stores[0].fts_search(f'"{w}"', sparse, 10)
             pg = await stores[1].fts_search(f'"{w}"', sparse, 10)
             assert same_ranking(pg, lite), (w, pg, lite)
-        # SQLite's bound for a word in most records (retrieve.lexical.scan_limit) scores its newest
+        # SQLite's bound for a word in most records (retrieve.word_counts.scan_limit) scores its newest
         # matches alone; PostgreSQL reads one word's postings best first and stays exact.
         for w in vocab[:3]:
             holding = [f"r{i:04d}" for i in reversed(range(len(texts))) if w in texts[i].split()]

@@ -14,9 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from retold.models import SearchRequest
-from retold.retrieve.lexical import chat_words, query_terms
+from retold.retrieve.query_terms import query_terms
 from retold.retrieve.replay import replay_gate
 from retold.retrieve.stopwords import CHAT_WORDS
+from retold.retrieve.word_counts import chat_words
 
 from .test_common_words import lexical_world
 

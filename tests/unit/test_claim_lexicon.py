@@ -10,7 +10,7 @@ import pytest
 from retold.config import Config
 from retold.ingest.equivalence.claim_lexicon import ANTONYMS, NEGATION_STEMS, canonical, stem_word
 from retold.ingest.equivalence.judge import ConservativeJudge
-from retold.retrieve import lexical
+from retold.retrieve import query_terms
 from retold.testing import FakeEmbedder
 
 
@@ -88,7 +88,7 @@ def test_each_thread_stems_with_its_own_stemmer() -> None:
 
     def own() -> int:
         barrier.wait()
-        return id(lexical._stemmer())
+        return id(query_terms._stemmer())
 
     with ThreadPoolExecutor(max_workers=4) as pool:
         assert len(set(pool.map(lambda _: own(), range(4)))) == 4

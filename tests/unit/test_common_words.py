@@ -17,8 +17,10 @@ import retold
 from retold.ingest.write.request import WriteRequest
 from retold.models import Candidate, GeneratorHit, LexicalMatch, LexicalTerm, Scope, SearchRequest
 from retold.retrieve.gate import GateSubject, gate, passes_step1
-from retold.retrieve.lexical import common_share, common_words, lexical_search, query_terms
+from retold.retrieve.lexical import lexical_search
+from retold.retrieve.query_terms import query_terms
 from retold.retrieve.replay import candidates_from_log, replay_gate
+from retold.retrieve.word_counts import common_share, common_words
 from retold.store import Store
 
 from .factories import MakeRecord

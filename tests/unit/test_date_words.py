@@ -12,8 +12,10 @@ from datetime import UTC, datetime
 import retold
 from retold.models import Candidate, GeneratorHit, LexicalMatch, LexicalTerm
 from retold.retrieve.gate import GateSubject, passes_step1
-from retold.retrieve.lexical import date_words, lexical_search, query_terms
+from retold.retrieve.lexical import lexical_search
+from retold.retrieve.query_terms import query_terms
 from retold.retrieve.time_window import query_windows
+from retold.retrieve.word_counts import date_words
 from retold.store import Store
 
 from .factories import MakeRecord

@@ -9,15 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from retold.models import LexicalTerm, Scope
-from retold.retrieve.lexical import (
-    QueryTerm,
-    fts_query,
-    fts_tokens,
-    is_identifier,
-    lexical_search,
-    query_terms,
-    term_coverage,
-)
+from retold.retrieve.lexical import lexical_search, term_coverage
+from retold.retrieve.query_terms import QueryTerm, fts_query, fts_tokens, is_identifier, query_terms
 from retold.retrieve.stopwords import STOPWORDS
 from retold.store import Store
 from retold.testing import FakeClock
@@ -349,9 +342,9 @@ async def test_a_300_word_query_runs_as_one_fts_query(store: Store, make_record:
 async def test_terms_in_most_records_are_left_out_of_the_fts_query_but_still_count(
     store: Store, make_record: MakeRecord, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import retold.retrieve.lexical as lexical
+    import retold.retrieve.word_counts as word_counts
 
-    monkeypatch.setattr(lexical, "COMMON_TERM_MIN_RECORDS", 1)
+    monkeypatch.setattr(word_counts, "COMMON_TERM_MIN_RECORDS", 1)
     ids = [await add(store, make_record, f"status update number {i}") for i in range(4)]
     rare = await add(store, make_record, "status update about the billing migration")
     hits = await lexical_search(store, ["status billing"], set(ids) | {rare}, 10)
@@ -364,9 +357,9 @@ async def test_terms_in_most_records_are_left_out_of_the_fts_query_but_still_cou
 async def test_terms_in_over_a_tenth_of_records_are_not_searched_but_the_rarest_stays(
     store: Store, make_record: MakeRecord, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import retold.retrieve.lexical as lexical
+    import retold.retrieve.word_counts as word_counts
 
-    monkeypatch.setattr(lexical, "COMMON_TERM_MIN_RECORDS", 1)
+    monkeypatch.setattr(word_counts, "COMMON_TERM_MIN_RECORDS", 1)
     filler = [await add(store, make_record, f"plain filler note {i}") for i in range(16)]
     alphas = [await add(store, make_record, f"alpha gamma report {i}") for i in range(3)]  # 3/20 > 10 %
     gammas = [await add(store, make_record, f"gamma only {i}") for i in range(2)]  # gamma 5/21... common

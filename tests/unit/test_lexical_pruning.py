@@ -6,7 +6,9 @@ import pytest
 
 from retold.config import Config
 from retold.errors import ConfigError
-from retold.retrieve.lexical import lexical_search, query_terms, scan_limit
+from retold.retrieve.lexical import lexical_search
+from retold.retrieve.query_terms import query_terms
+from retold.retrieve.word_counts import scan_limit
 from retold.store import Store
 
 from .factories import MakeRecord

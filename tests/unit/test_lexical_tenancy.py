@@ -24,8 +24,11 @@ from hypothesis import strategies as st
 
 import retold
 import retold.retrieve.lexical as lexical
+import retold.retrieve.query_terms as query_terms_module
+import retold.retrieve.word_counts as word_counts
 from retold.models import Principal, Record, Scope
-from retold.retrieve.lexical import LexicalHit, fts_tokens, lexical_search, query_terms
+from retold.retrieve.lexical import LexicalHit, lexical_search
+from retold.retrieve.query_terms import fts_tokens, query_terms
 from retold.store import Store
 from retold.store.lexical_index import TermStatistics
 from retold.testing import FakeClock, FakeEmbedder, FakeJudge
@@ -108,7 +111,7 @@ async def test_another_users_common_word_does_not_drop_my_term(
     store: Store, make_record: MakeRecord, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Common-term selection counts u2's records only: u1 repeating a word cannot silence it for u2."""
-    monkeypatch.setattr(lexical, "COMMON_TERM_MIN_RECORDS", 1)
+    monkeypatch.setattr(word_counts, "COMMON_TERM_MIN_RECORDS", 1)
     rare = await add(store, make_record, "billing migration notes")
     for i in range(9):
         await add(store, make_record, f"status update {i}")
@@ -232,8 +235,8 @@ def test_lexical_hits_do_not_depend_on_another_tenants_records(
             for own, i, s in query
         )
     ]
-    saved = (lexical.COMMON_TERM_MIN_RECORDS, lexical.VARIANT_SCAN_MAX)
-    lexical.COMMON_TERM_MIN_RECORDS = 1 if common else saved[0]
+    saved = (word_counts.COMMON_TERM_MIN_RECORDS, lexical.VARIANT_SCAN_MAX)
+    word_counts.COMMON_TERM_MIN_RECORDS = 1 if common else saved[0]
     lexical.VARIANT_SCAN_MAX = scan
     my_texts = sentences(my_words, mine[1])
     try:
@@ -248,7 +251,7 @@ def test_lexical_hits_do_not_depend_on_another_tenants_records(
                 )
             )
     finally:
-        lexical.COMMON_TERM_MIN_RECORDS, lexical.VARIANT_SCAN_MAX = saved
+        word_counts.COMMON_TERM_MIN_RECORDS, lexical.VARIANT_SCAN_MAX = saved
     assert with_them == alone
     # Positive control: a query word u2 wrote verbatim is found (common-term selection may
     # leave a common word out of the FTS query, so only without it).
@@ -400,9 +403,9 @@ async def test_an_in_memory_store_builds_the_readable_index_per_search_and_keeps
 
 
 def test_the_stemmer_keeps_no_words() -> None:
-    stemmer = lexical._stemmer()
+    stemmer = query_terms_module._stemmer()
     assert getattr(stemmer, "maxCacheSize", 0) == 0
-    assert not hasattr(lexical.stem, "cache_info")
+    assert not hasattr(query_terms_module.stem, "cache_info")
 
 
 # --- helpers for the runtime-level tests ---------------------------------------------------------

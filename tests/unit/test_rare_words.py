@@ -18,8 +18,9 @@ import retold
 from retold.ingest.write.request import WriteRequest
 from retold.models import LexicalTerm, Scope, SearchRequest
 from retold.retrieve.gate import gate, passes_step1
-from retold.retrieve.lexical import query_terms, rare_words, with_variants
+from retold.retrieve.query_terms import query_terms, with_variants
 from retold.retrieve.replay import replay_gate
+from retold.retrieve.word_counts import rare_words
 
 from .test_common_words import EPISODE, FLOORS, lexical_only, lexical_world
 

@@ -16,7 +16,7 @@ hold canonical forms or stems, as their comments say, and are all computed throu
 
 from __future__ import annotations
 
-from retold.retrieve.lexical import stem
+from retold.retrieve.query_terms import stem
 
 __all__ = [
     "ADDITIVE_NAMES",
@@ -215,7 +215,7 @@ MAX_PHRASE = max(len(k) for k in PHRASES)
 
 
 def stem_word(word: str) -> str:
-    """Snowball's English stem (:func:`retold.retrieve.lexical.stem`, one stemmer per thread).
+    """Snowball's English stem (:func:`retold.retrieve.query_terms.stem`, one stemmer per thread).
 
     Irregular forms are first mapped to their base word and a few words keep their own form
     (``_OWN_STEM``). Over-stemming is otherwise harmless here (both sides of every comparison

@@ -33,7 +33,7 @@ _PHRASE = re.compile(r'"((?:[^"]|"")*)"')
 
 
 def _phrases(match: str) -> list[tuple[str, ...]]:
-    """The phrases of an expression built by ``retrieve.lexical.fts_query`` (quoted, OR-joined)."""
+    """The phrases of an expression built by ``retrieve.query_terms.fts_query`` (quoted, OR-joined)."""
     phrases: dict[tuple[str, ...], None] = {}
     for quoted in _PHRASE.findall(match):
         tokens = tuple(quoted.replace('""', '"').split())

@@ -145,7 +145,7 @@ _TABLES = (
     )""",
     "CREATE INDEX embeddings_index_version ON embeddings(index_version)",
     # The lexical index: each row's text and, filled in before its transaction commits, the
-    # tokens SQLite's unicode61 tokenizer would index (retold.retrieve.lexical.fts_tokens) per
+    # tokens SQLite's unicode61 tokenizer would index (retold.retrieve.query_terms.fts_tokens) per
     # column, and one records_terms row per distinct token (the inverted list BM25 reads).
     f"""CREATE TABLE records_fts (
       rowid       BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,

@@ -5,7 +5,7 @@ through :class:`~retold.store.postgres.database.PgDatabase`. Overridden here:
 
 * **The lexical index.** FTS5 does not exist; ``records_fts`` is a table whose rows are
   tokenized in Python by the very tokenizer the query side uses
-  (:func:`retold.retrieve.lexical.fts_tokens`, a replica of FTS5's ``unicode61
+  (:func:`retold.retrieve.query_terms.fts_tokens`, a replica of FTS5's ``unicode61
   remove_diacritics 2``) just before the writing transaction commits, with one
   ``records_terms`` row per distinct token. A search scores candidates with FTS5's own
   ``bm25()`` formula (same k1, b, column weights, IDF floor), and its statistics — N,
