@@ -62,22 +62,19 @@ class SearchMixin(LexicalIndexMixin):
         if not match or k <= 0:
             return []
         name, schema = ("records_fts", "main") if index is None else (index.name, index.schema)
+        # FTS5 walks a word's matches in rowid order, so the newest come first without a sort.
+        bounded = scan_limit is not None and scan_limit > 0
+        newest, bound = ("ORDER BY rowid DESC LIMIT ?", (scan_limit,)) if bounded else ("", ())
         # FTS5 reads a row's stored columns together, and a sort on one of them would carry every
         # match's row; for a word in most records that costs more than scoring them. So FTS5
         # only scores (bm25 once, named), and the columns come from its content table by rowid.
         query = f"""SELECT c.c0, -f.score, c.c1, c.c2, c.c3
                       FROM (SELECT rowid, bm25({name}, {_WEIGHTS}) AS score
-                              FROM {schema}.{name} WHERE {name} MATCH ? {{newest}}) f
+                              FROM {schema}.{name} WHERE {name} MATCH ? {newest}) f
                       JOIN {schema}.{name}_content c ON c.id = f.rowid {{join}}
                      ORDER BY f.score, c.c0
                      LIMIT ?"""
         column = "c.c0"
-        # FTS5 walks a word's matches in rowid order, so the newest come first without a sort.
-        bound: tuple[int, ...] = ()
-        if scan_limit is not None and scan_limit > 0:
-            query, bound = query.replace("{newest}", "ORDER BY rowid DESC LIMIT ?"), (scan_limit,)
-        else:
-            query = query.replace("{newest}", "")
         if isinstance(eligible, EligibleSet) and eligible.join_clause(column) is not None:
             # A large eligible set usually admits most matches: read the best matches from FTS5
             # alone (no per-row join) and keep the eligible ones. The order (score, id) is
