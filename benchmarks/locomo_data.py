@@ -14,7 +14,8 @@ scope whose alias is the speaker's name. Two ways in:
   (``rt.host.ingest``), so entity resolution and duplicate merging are the ingestor's own;
   the model still runs in large batches, through a :class:`PreEmbedded` wrapper;
 * :func:`ingest_conversations` inserts the rows directly through the store in one
-  transaction (no duplicate merging), which is what the gate calibration sweep needs.
+  transaction (no duplicate merging), which is what the gate calibration sweep needs; a long
+  turn's passage vectors are stored with it, as the write path stores them.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from retold.index.passages import split_passages
 from retold.ingest.write.request import WriteRequest, WriteResult
 from retold.models import Entity, EntityMention, Principal, Record, Scope
 from retold.util import new_id, normalize_alias
@@ -350,6 +352,11 @@ async def ingest_conversations(rt: Runtime, conversations: Sequence[Conversation
     """Ingest every conversation into its own user scope; one batched embedding call for all turns."""
     texts = [t.content for c in conversations for t in c.turns]
     vectors = await asyncio.to_thread(rt.embedder.embed_documents, texts) if texts else []
+    # A long turn is also embedded in passages (retold.index.passages), as the write path does.
+    pieces = [split_passages(text, rt.config.embedding.passage_chars) for text in texts]
+    flat = [p for ps in pieces for p in ps]
+    passage_vectors = await asyncio.to_thread(rt.embedder.embed_documents, flat) if flat else []
+    starts = np.cumsum([0, *map(len, pieces)])
     now = rt.clock.now()
     out: list[Ingested] = []
     n = 0
@@ -386,7 +393,10 @@ async def ingest_conversations(rt: Runtime, conversations: Sequence[Conversation
                     person = ingested.person_of[turn.speaker] = entity.id
                 record = _record(turn, conv.scope, person, now)
                 await rt.store.insert_record(record, links=[(person, "about")])
-                await rt.store.put_embedding(record.id, rt.embedder.name, rt.embedder.version, vectors[n])
+                passages = passage_vectors[starts[n] : starts[n + 1]] if pieces[n] else None
+                await rt.store.put_embedding(
+                    record.id, rt.embedder.name, rt.embedder.version, vectors[n], passages
+                )
                 n += 1
                 ingested.record_of[turn.dia_id] = record.id
                 ingested.dia_of[record.id] = turn.dia_id
