@@ -357,6 +357,9 @@ class Table:
     def __init__(self, items: list[Item], rows: dict[str, Any], subjects: dict[str, GateSubject]) -> None:
         self.record_ids: list[str] = []
         cols: list[tuple[Any, ...]] = []
+        # A best passage's cosine counts the shipped gate.passage_margin less for every dense floor
+        # (gate.cosine), so the sweep reads each cosine as the floors do; the margin is not swept.
+        margin = Config().retrieval.gate.passage_margin
         # Per search: what a standout stands out from (gate.dense_reference), NaN when nothing.
         self.reference = np.full(len(items), np.nan)
         for s, item in enumerate(items):
@@ -364,7 +367,7 @@ class Table:
             row = rows.get(item.search_id)
             rrf_k = int(_load(row["config_flags"])["rrf_k"]) if row else 60
             searched = candidates(row, subjects)
-            reference = dense_reference(searched)
+            reference = dense_reference(searched, margin)
             if reference is not None:
                 self.reference[s] = reference
             for position, c in enumerate(searched, start=1):
@@ -376,7 +379,7 @@ class Table:
                 self.record_ids.append(c.record_id)
                 cols.append((
                     s,
-                    c.dense.score if c.dense is not None else -np.inf,
+                    c.dense.score - (margin if c.from_passage else 0.0) if c.dense is not None else -np.inf,
                     matched,
                     total,
                     # one match suffices: an identifier, an alias or a rare word (as the gate)

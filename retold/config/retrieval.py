@@ -289,6 +289,7 @@ class GateFloors:
     window_floor: float = 1.0  # lowest cosine for a candidate inside the query's date window
     standout_floor: float = 1.0  # lowest cosine for a match that stands out of the search's others
     standout_margin: float = 1.0  # how far above the mean of the other dense matches
+    passage_margin: float = 0.0  # how much less a best passage's cosine counts for the floors
 
     def opened(self) -> GateFloors:
         """Every relevance floor at zero, the source-kind policy kept: a search that asked for no gate."""
@@ -326,6 +327,7 @@ class GateFloors:
             "window_floor": self.window_floor,
             "standout_floor": self.standout_floor,
             "standout_margin": self.standout_margin,
+            "passage_margin": self.passage_margin,
             "exclude_source_kinds": list(self.exclude_source_kinds),
             "query_kind": self.query_kind,  # auto floors differ for turns that ask nothing
         }
@@ -354,6 +356,14 @@ class GateConfig(_Block):
     standout_floor: _Unit = Field(0.3, description=_STANDOUT)
     standout_margin: _Unit = Field(0.22, description=_STANDOUT_MARGIN)
     self_question_margin: _Unit = Field(0.12, description=_SELF_QUESTION_MARGIN)
+    passage_margin: _Unit = Field(
+        0.04,
+        description=(
+            "How much less a record's best passage cosine (embedding.passage_chars) counts for every "
+            "dense floor of both triggers: the best of several short pieces scores higher than one "
+            "vector by selection alone. The logged and ranked cosine is unchanged. In [0, 1]."
+        ),
+    )
     auto: AutoGateConfig = Field(
         default_factory=AutoGateConfig,
         description="Replaces every floor above for host-issued (auto) searches.",
@@ -385,6 +395,7 @@ class GateConfig(_Block):
                 window_floor=auto.window_floor if asks else 1.0,
                 standout_floor=auto.standout_floor if asks else 1.0,
                 standout_margin=_margin(auto.standout_margin, auto.self_question_margin, about_self and asks),
+                passage_margin=self.passage_margin,
             )
         if trigger == "tool":
             return GateFloors(
@@ -401,6 +412,7 @@ class GateConfig(_Block):
                 standout_floor=self.standout_floor,
                 standout_margin=_margin(self.standout_margin, self.self_question_margin, about_self),
                 query_kind="self" if about_self else "any",
+                passage_margin=self.passage_margin,
             )
         raise ValueError(f"trigger must be 'tool' or 'auto', not {trigger!r}")
 

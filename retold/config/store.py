@@ -126,12 +126,13 @@ class EmbeddingConfig(_Block):
         64, description="Records `retold reembed` embeds per batch while rebuilding vectors. Integer >= 1."
     )
     passage_chars: _NonNegativeInt = Field(
-        300,
+        150,
         description=(
             "A record longer than this is also embedded in passages of whole sentences up to this "
-            "length, and a search scores it by its best passage when that beats its own vector: one "
-            "vector for a long, many-topic message averages its topics away. Integer >= 0; 0 turns "
-            "passages off (records written meanwhile keep theirs until `retold reembed`)."
+            "length (a piece under a third of it joins its neighbour), and a search scores it by its "
+            "best passage when that beats its own vector: one vector for a message of several "
+            "sentences averages its topics away. Integer >= 0; 0 turns passages off (records written "
+            "meanwhile keep theirs until `retold reembed`)."
         ),
     )
 

@@ -47,8 +47,30 @@ def _words(sentence: str, max_chars: int) -> list[str]:
     return _pack(cut, max_chars)
 
 
+def _merge_short(passages: list[str], min_chars: int) -> list[str]:
+    """Each passage shorter than ``min_chars`` joined to its shorter neighbour, shortest first.
+
+    A greeting or a sign-off left alone at the end of a packing ("Thanks, Mel!", "Any plans?")
+    would score the whole record against every chat turn that says the same; joined to its
+    neighbour it is scored in context. A passage may so grow past the packing limit by at most
+    one short piece from each side.
+    """
+    out = list(passages)
+    while len(out) > 1:
+        i = min(range(len(out)), key=lambda j: len(out[j]))
+        if len(out[i]) >= min_chars:
+            break
+        if i == 0 or (i < len(out) - 1 and len(out[i + 1]) < len(out[i - 1])):
+            out[i : i + 2] = [f"{out[i]} {out[i + 1]}"]
+        else:
+            out[i - 1 : i + 1] = [f"{out[i - 1]} {out[i]}"]
+    return out
+
+
 def split_passages(text: str, max_chars: int) -> list[str]:
-    """Whole sentences packed in order into passages of at most ``max_chars`` characters.
+    """Whole sentences packed in order into passages of at most ``max_chars`` characters, a
+    piece under a third of that then joined to its neighbour (so at most ``max_chars`` plus
+    two such pieces).
 
     Empty when the text fits in one passage (its own vector already is that passage) or when
     ``max_chars`` is 0 (passages off); otherwise at least two passages.
@@ -57,7 +79,7 @@ def split_passages(text: str, max_chars: int) -> list[str]:
     if max_chars <= 0 or len(text) <= max_chars:
         return []
     pieces = (p for s in _sentences(text) for p in ([s] if len(s) <= max_chars else _words(s, max_chars)))
-    passages = _pack(pieces, max_chars)
+    passages = _merge_short(_pack(pieces, max_chars), max_chars // 3)
     return passages if len(passages) > 1 else []
 
 

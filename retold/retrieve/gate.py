@@ -89,14 +89,33 @@ def _common_note(common: int) -> str:
     return f" ({common} common or date word{'s' if common > 1 else ''} not counted)"
 
 
-def dense_reference(candidates: Sequence[Candidate]) -> float | None:
+def cosine(candidate: Candidate, floors: GateFloors) -> float:
+    """The cosine the floors read: a record's best passage counts ``passage_margin`` less, because
+    the best of several short pieces is higher than one vector's cosine by selection alone
+    (docs/decisions.md, "A turn of a few sentences is scored by its best passage too")."""
+    return _counted(candidate, floors.passage_margin)
+
+
+def _counted(candidate: Candidate, passage_margin: float) -> float:
+    assert candidate.dense is not None
+    return candidate.dense.score - (passage_margin if candidate.from_passage else 0.0)
+
+
+def _raised(candidate: Candidate, floors: GateFloors, floor: float) -> float:
+    """``floor`` as a printed reason states it for this candidate: the log's cosine against it."""
+    return floor + (floors.passage_margin if candidate.from_passage else 0.0)
+
+
+def dense_reference(candidates: Sequence[Candidate], passage_margin: float = 0.0) -> float | None:
     """The mean cosine of the search's dense matches after the best one: what a standout stands
     out from. Every candidate with a cosine counts (the context pass's and neighbours' too: a
     day of near matches raises the bar) but the replies (retold.retrieve.replies), brought for
-    where they were said rather than for their words: they would lower it. None below
+    where they were said rather than for their words: they would lower it. A best passage's
+    cosine counts ``passage_margin`` less, as the floors read it (:func:`cosine`). None below
     :data:`STANDOUT_MIN_MATCHES` of them."""
     scores = sorted(
-        (c.dense.score for c in candidates if c.dense is not None and not c.is_reply), reverse=True
+        (_counted(c, passage_margin) for c in candidates if c.dense is not None and not c.is_reply),
+        reverse=True,
     )
     if len(scores) < STANDOUT_MIN_MATCHES:
         return None
@@ -105,10 +124,10 @@ def dense_reference(candidates: Sequence[Candidate]) -> float | None:
 
 
 def _standout(candidate: Candidate, floors: GateFloors, reference: float | None) -> bool:
-    dense = candidate.dense
-    if reference is None or dense is None or floors.standout_floor >= 1.0:
+    if reference is None or candidate.dense is None or floors.standout_floor >= 1.0:
         return False
-    return dense.score >= floors.standout_floor and dense.score - reference >= floors.standout_margin
+    score = cosine(candidate, floors)
+    return score >= floors.standout_floor and score - reference >= floors.standout_margin
 
 
 def passes_step1(
@@ -119,18 +138,25 @@ def passes_step1(
     if candidate.entity is not None:
         return f"entity match {candidate.entity_id}"
     if candidate.dense is not None:
-        floor = floors.dense_floor.for_record(subject.type, subject.source_kind)
-        if candidate.dense.score >= floor:
-            return f"dense {candidate.dense.score:.2f} >= {floor:.2f} ({_dense_name(candidate, subject)})"
-        if candidate.in_window and candidate.dense.score >= floors.window_floor:
-            score, floor = candidate.dense.score, floors.window_floor
-            return f"dated: dense {score:.2f} >= {floor:.2f} inside the query's dates"
+        floor, score = (
+            floors.dense_floor.for_record(subject.type, subject.source_kind),
+            cosine(candidate, floors),
+        )
+        logged = candidate.dense.score
+        if score >= floor:
+            floor = _raised(candidate, floors, floor)
+            return f"dense {logged:.2f} >= {floor:.2f} ({_dense_name(candidate, subject)})"
+        if candidate.in_window and score >= floors.window_floor:
+            floor = _raised(candidate, floors, floors.window_floor)
+            return (
+                f"dated: dense {logged:.2f} >= {floor:.2f} inside the query's dates{_passage_note(candidate)}"
+            )
         if _standout(candidate, floors, reference):
             assert reference is not None
-            score = candidate.dense.score
             return (
-                f"standout: dense {score:.2f} >= {floors.standout_floor:.2f}, {score - reference:.2f} above "
-                f"the mean {reference:.2f} of this search's other dense matches" + _self_note(floors)
+                f"standout: dense {logged:.2f} >= {_raised(candidate, floors, floors.standout_floor):.2f}, "
+                f"{score - reference:.2f} above the mean {reference:.2f} of this search's other dense "
+                f"matches{_passage_note(candidate)}" + _self_note(floors)
             )
     ok, terms = _lexical_pass(candidate, floors)
     return terms if ok else None
@@ -145,12 +171,13 @@ def missed_floors(
     if candidate.dense is None:
         parts.append("no dense match")
     else:
-        parts.append(f"dense {candidate.dense.score:.2f} < {floor:.2f} ({_dense_name(candidate, subject)})")
+        score, raised = candidate.dense.score, _raised(candidate, floors, floor)
+        parts.append(f"dense {score:.2f} < {raised:.2f} ({_dense_name(candidate, subject)})")
         if candidate.in_window and floors.window_floor < 1.0:
-            score, window = candidate.dense.score, floors.window_floor
+            window = _raised(candidate, floors, floors.window_floor)
             parts.append(f"dated {score:.2f} < {window:.2f} inside the query's dates")
         if reference is not None and floors.standout_floor < 1.0:
-            parts.append(_standout_miss(candidate.dense.score, reference, floors))
+            parts.append(_standout_miss(candidate, reference, floors))
     _, lexical_reason = _lexical_pass(candidate, floors)
     parts.append(lexical_reason or "no lexical match")
     parts.append("no entity match")
@@ -161,12 +188,14 @@ def _self_note(floors: GateFloors) -> str:
     return " (a question about the searcher)" if floors.query_kind == "self" else ""
 
 
-def _standout_miss(score: float, reference: float, floors: GateFloors) -> str:
+def _standout_miss(candidate: Candidate, reference: float, floors: GateFloors) -> str:
+    score = cosine(candidate, floors)
     return (
         f"standout {score - reference:.2f} above the other dense matches < {floors.standout_margin:.2f}"
+        + _passage_note(candidate)
         + _self_note(floors)
         if score >= floors.standout_floor
-        else f"standout needs dense >= {floors.standout_floor:.2f}"
+        else f"standout needs dense >= {_raised(candidate, floors, floors.standout_floor):.2f}"
     )
 
 
@@ -174,6 +203,10 @@ def _dense_name(candidate: Candidate, subject: GateSubject) -> str:
     """The floor's name, and where the cosine came from when it is a passage's."""
     name = _floor_name(subject)
     return f"{name}; best passage" if candidate.from_passage else name
+
+
+def _passage_note(candidate: Candidate) -> str:
+    return " (best passage)" if candidate.from_passage else ""
 
 
 def _floor_name(subject: GateSubject) -> str:
@@ -187,7 +220,7 @@ def gate(
     gated_out: list[tuple[str, str]] = []
     survivors: list[Candidate] = []
     missed: list[Candidate] = []
-    reference = dense_reference(candidates)
+    reference = dense_reference(candidates, floors.passage_margin)
     for candidate in candidates:
         subject = subjects[candidate.record_id]
         if subject.source_kind in floors.exclude_source_kinds:
@@ -250,10 +283,14 @@ def _context_passes(
     for candidate in missed:
         anchor = days.get(_day(subjects[candidate.record_id]))
         dense = candidate.dense
-        if candidate.in_context and anchor is not None and dense and dense.score >= floors.context_floor:
-            candidate.gate_reason = (
-                f"context: dense {dense.score:.2f} >= {floors.context_floor:.2f} on the day of {anchor}"
-            )
+        if (
+            candidate.in_context
+            and anchor is not None
+            and dense
+            and cosine(candidate, floors) >= floors.context_floor
+        ):
+            floor = _raised(candidate, floors, floors.context_floor)
+            candidate.gate_reason = f"context: dense {dense.score:.2f} >= {floor:.2f} on the day of {anchor}"
             rescued.add(candidate.record_id)
     return rescued
 
@@ -275,7 +312,8 @@ def _companion_passes(
             continue
         where = _beside(candidate, subjects[candidate.record_id])
         floor = beside_floor if where else floors.companion_floor
-        if dense.score >= floor:
+        if cosine(candidate, floors) >= floor:
+            floor = _raised(candidate, floors, floor)
             candidate.gate_reason = (
                 f"companion: fused rank {position}, dense {dense.score:.2f} >= {floor:.2f}{where} "
                 "in an answered search"
@@ -314,7 +352,7 @@ def empty_reason(
     if not considered:
         kind = subjects[best.record_id].source_kind
         return f"best candidate excluded: source kind {kind} is not retrieved by the host"
-    reference = dense_reference(candidates)
+    reference = dense_reference(candidates, floors.passage_margin)
     survivor = next(
         (c for c in considered if passes_step1(c, subjects[c.record_id], floors, reference)), None
     )
@@ -325,14 +363,16 @@ def empty_reason(
     if dense:
         top = max(dense, key=lambda c: c.dense.score)  # type: ignore[union-attr]
         subject = subjects[top.record_id]
-        floor = floors.dense_floor.for_record(subject.type, subject.source_kind)
+        floor = _raised(top, floors, floors.dense_floor.for_record(subject.type, subject.source_kind))
         assert top.dense is not None
         parts.append(f"best dense {top.dense.score:.2f} < {floor:.2f} ({_dense_name(top, subject)})")
-        dated = [c.dense.score for c in dense if c.in_window and c.dense is not None]
+        dated = [c for c in dense if c.in_window and c.dense is not None]
         if dated and floors.window_floor < 1.0:
-            parts.append(f"best dated {max(dated):.2f} < {floors.window_floor:.2f} inside the query's dates")
+            near = max(dated, key=lambda c: c.dense.score)  # type: ignore[union-attr]
+            score, window = near.dense.score, _raised(near, floors, floors.window_floor)  # type: ignore[union-attr]
+            parts.append(f"best dated {score:.2f} < {window:.2f} inside the query's dates")
         if reference is not None and floors.standout_floor < 1.0:
-            parts.append("best " + _standout_miss(top.dense.score, reference, floors))
+            parts.append("best " + _standout_miss(top, reference, floors))
     else:
         parts.append("no dense match")
     lexical = [c for c in considered if c.lexical and c.lexical_terms and c.lexical_terms.total_terms]

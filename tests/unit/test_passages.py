@@ -47,6 +47,16 @@ def test_passages_pack_whole_sentences_in_order_up_to_the_limit() -> None:
     assert passages[0].startswith("I spent") and passages[0].endswith(".")
 
 
+def test_a_short_piece_joins_its_shorter_neighbour_instead_of_standing_alone() -> None:
+    opening = "We drove up to the lake on Saturday and rented a small boat for the whole afternoon."
+    middle = "The water was calm, so we rowed all the way across to the old lighthouse and back."
+    text = f"{opening} {middle} Thanks, Mel!"
+    assert split_passages(text, 90) == [opening, f"{middle} Thanks, Mel!"]
+    # In the middle it joins the shorter side; a record left as one passage has none.
+    assert split_passages(f"{opening} Wow! {middle}", 86) == [opening, f"Wow! {middle}"]
+    assert split_passages(f"{opening} Ok.", 85) == []
+
+
 def test_an_overlong_sentence_is_cut_between_words_and_an_overlong_word_where_it_must() -> None:
     sentence = " ".join(["word"] * 40)  # 199 characters, no full stop
     passages = split_passages(sentence, 50)
@@ -121,7 +131,11 @@ async def test_a_long_record_answers_on_its_best_passage_and_the_replay_agrees(s
         assert list(stored) == [written.record_id] and len(stored[written.record_id]) >= 2
         response = await rt.search(p, SearchRequest(queries=[query], k=5))
         assert [r.record.id for r in response.results] == [written.record_id]
-        reason = f"dense {passage:.2f} >= {floor:.2f} (episodic; best passage)"
+        # A best passage is held gate.passage_margin higher; the reason states the raised floor
+        # against the cosine the log holds.
+        margin = rt.config.retrieval.gate.passage_margin
+        assert 0 < margin < passage - floor
+        reason = f"dense {passage:.2f} >= {floor + margin:.2f} (episodic; best passage)"
         assert response.results[0].explanation.gate == reason
         log = await rt.store.search_log(response.search_id)
         assert log is not None
@@ -134,6 +148,14 @@ async def test_a_long_record_answers_on_its_best_passage_and_the_replay_agrees(s
             {"retrieval.gate.dense_floor.episodic": round(passage + 0.05, 2)}
         ))  # fmt: skip
         assert higher.empty_reason is not None and "(episodic; best passage)" in higher.empty_reason
+        # The same floor with a margin the passage does not clear: nothing answers, and the reason
+        # names the raised floor.
+        held = await replay_gate(rt.store, response.search_id, rt.config.override(
+            {"retrieval.gate.passage_margin": round(passage - floor + 0.02, 2)}
+        ))  # fmt: skip
+        assert held.kept == [] and held.empty_reason is not None
+        raised = f"best dense {passage:.2f} < {passage + 0.02:.2f} (episodic; best passage)"
+        assert raised in held.empty_reason
         # Erasing the record erases its passages' vectors too.
         await rt.ops.erase(record=written.record_id, reason="asked", actor="ops")
         assert await _count(rt.store) == 0
@@ -171,7 +193,9 @@ def test_any_text_splits_into_bounded_passages_that_keep_its_characters_in_order
         assert passages == []
         return
     assert passages == [] or len(passages) >= 2
-    assert all(0 < len(p) <= max_chars for p in passages)
+    # A piece under a third of the limit joins a neighbour: one from each side at most.
+    assert all(0 < len(p) <= max_chars + 2 * (max_chars // 3) + 2 for p in passages)
+    assert all(len(p) >= max_chars // 3 for p in passages)
     if passages:
         # Nothing lost or reordered; only a word longer than a passage is cut in pieces.
         assert "".join("".join(passages).split()) == "".join(text.split())

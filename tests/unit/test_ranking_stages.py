@@ -355,6 +355,31 @@ def test_a_standout_needs_its_margin_and_its_floor_and_says_which_it_missed() ->
     assert faint.gate_reason is not None and "standout needs dense >= 0.30" in faint.gate_reason
 
 
+def test_a_best_passage_is_held_a_margin_higher_for_every_dense_floor() -> None:
+    floors = dataclasses.replace(FLOORS, passage_margin=0.04, relative_floor=0.0)
+    whole, piece, high = cand("whole", dense=0.47), cand("piece", dense=0.47), cand("high", dense=0.5)
+    piece.from_passage = high.from_passage = True
+    subjects = {"whole": SEM, "piece": SEM, "high": SEM}
+    kept, out = gate([whole, piece], subjects, floors)
+    assert [c.record_id for c in kept] == ["whole"]
+    assert whole.gate_reason == "dense 0.47 >= 0.45 (semantic)"
+    # The reason keeps the logged cosine and names the raised floor.
+    assert "dense 0.47 < 0.49 (semantic; best passage)" in dict(out)["piece"]
+    assert gate([high], subjects, floors)[0] == [high]
+    assert high.gate_reason == "dense 0.50 >= 0.49 (semantic; best passage)"
+    assert empty_reason([piece], subjects, floors, eligible=1).startswith(
+        "best dense 0.47 < 0.49 (semantic; best passage)"
+    )
+    # 0 restores the plain floor, and a search that asked for no gate has none.
+    assert gate([piece], subjects, dataclasses.replace(floors, passage_margin=0.0))[0] == [piece]
+    assert floors.opened().passage_margin == 0.0
+    # What a standout stands out from reads passages at their margin too.
+    crowd = _crowd(STANDOUT_MIN_MATCHES, 0.2)
+    for c in crowd:
+        c.from_passage = True
+    assert dense_reference([whole, *crowd], 0.04) == pytest.approx(0.16)
+
+
 def test_a_day_of_near_matches_raises_the_bar_a_standout_must_clear() -> None:
     crowd = _crowd(STANDOUT_MIN_MATCHES, 0.1)
     beside = [cand(f"beside{i}", dense=0.4) for i in range(3)]
