@@ -79,7 +79,7 @@ import retold  # noqa: E402
 from retold.config import Config, DenseFloors, GateConfig, GateFloors  # noqa: E402
 from retold.models import Candidate, Principal, SearchRequest, Trigger  # noqa: E402
 from retold.retrieve.freshness import freshness_multiplier  # noqa: E402
-from retold.retrieve.gate import GateSubject, dense_reference, gate  # noqa: E402
+from retold.retrieve.gate import GateSubject, cosine, dense_reference, gate  # noqa: E402
 from retold.retrieve.replay import candidates_from_log, replay_gate  # noqa: E402
 from retold.util import normalize_alias  # noqa: E402
 
@@ -359,7 +359,8 @@ class Table:
         cols: list[tuple[Any, ...]] = []
         # A best passage's cosine counts the shipped gate.passage_margin less for every dense floor
         # (gate.cosine), so the sweep reads each cosine as the floors do; the margin is not swept.
-        margin = Config().retrieval.gate.passage_margin
+        shipped = Config().retrieval.gate.floors_for("tool")  # passage_margin is one for both triggers
+        margin = shipped.passage_margin
         # Per search: what a standout stands out from (gate.dense_reference), NaN when nothing.
         self.reference = np.full(len(items), np.nan)
         for s, item in enumerate(items):
@@ -379,7 +380,7 @@ class Table:
                 self.record_ids.append(c.record_id)
                 cols.append((
                     s,
-                    c.dense.score - (margin if c.from_passage else 0.0) if c.dense is not None else -np.inf,
+                    cosine(c, shipped) if c.dense is not None else -np.inf,
                     matched,
                     total,
                     # one match suffices: an identifier, an alias or a rare word (as the gate)

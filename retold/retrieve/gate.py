@@ -29,8 +29,8 @@ from retold.config import GateFloors
 from retold.models import Candidate, LexicalTerm
 
 __all__ = [
-    "STANDOUT_MIN_MATCHES", "GateSubject", "channel_count", "dense_reference", "empty_reason", "gate",
-    "missed_floors", "passes_step1",
+    "STANDOUT_MIN_MATCHES", "GateSubject", "channel_count", "cosine", "dense_reference", "empty_reason",
+    "gate", "missed_floors", "passes_step1",
 ]  # fmt: skip
 
 STANDOUT_MIN_MATCHES = 10
