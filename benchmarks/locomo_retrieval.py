@@ -79,6 +79,7 @@ from locomo_data import (  # noqa: E402
     load_conversations,
     windows,
 )
+from locomo_hosted import ReplayClock, hosted_overrides, parse_hosted, replay_sessions, skip_reason  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn  # noqa: E402
 
@@ -260,7 +261,11 @@ def progress_bar(console: Console) -> Progress:
     )  # fmt: skip
 
 
-async def run(args: argparse.Namespace, path: Path | str) -> dict[str, Any]:
+async def run(
+    args: argparse.Namespace, path: Path | str, models: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The whole run; ``models`` (extractor, reviewer, rewriter) replace the hosted clients
+    ``--hosted`` would build, for tests."""
     conversations = load_conversations(args.data, limit=args.conversations)
     if args.first_person:  # each speaker's own turns, asked about in the first person
         conversations = [own for c in conversations for own in first_person(c)]
@@ -272,6 +277,10 @@ async def run(args: argparse.Namespace, path: Path | str) -> dict[str, Any]:
     questions = {c.sample_id: pick_questions(c, args.questions, rng) for c in conversations}
     # Room in the query cache for every question, so one batched encode serves every search.
     overrides: dict[str, Any] = {"embedding.query_cache_entries": 20_000}
+    clock = ReplayClock() if args.hosted else None
+    if args.hosted:  # locomo_hosted: rewriting, extraction and review on one hosted model
+        first = min(t.at for c in conversations for t in c.turns)
+        overrides.update(hosted_overrides(*parse_hosted(args.hosted), first_session=first))
     for item in args.set:
         key, _, value = item.partition("=")
         overrides[key] = json.loads(value) if value[:1] in '0123456789-[{tf"' else value
@@ -283,7 +292,7 @@ async def run(args: argparse.Namespace, path: Path | str) -> dict[str, Any]:
     await asyncio.to_thread(embedder.warm)
     timings["model_load_s"] = time.perf_counter() - t0
 
-    async with retold.open_runtime(path, config, embedder=embedder) as rt:
+    async with retold.open_runtime(path, config, embedder=embedder, clock=clock, **(models or {})) as rt:
         texts = [t.content for c in conversations for t in c.turns]
         with progress_bar(console) as bar:
             ingested, outcomes = await ingest(rt, embedder, conversations, bar, timings, args.import_batch)
@@ -297,7 +306,18 @@ async def run(args: argparse.Namespace, path: Path | str) -> dict[str, Any]:
             for rid, firsts in g.absorbed.items():
                 g.absorbed[rid] = [d for first in firsts for d in members[(sample, first)]]
                 g.record_of.update(dict.fromkeys(g.absorbed[rid], rid))
-            await rt.host.grant(AGENT, g.conversation.scope, read=True)
+            await rt.host.grant(AGENT, g.conversation.scope, read=True, write=clock is not None)
+        extraction: Counter[str] = Counter()
+        if clock is not None:
+            t0 = time.perf_counter()
+            with progress_bar(console) as bar:
+                task = bar.add_task(
+                    "extracting sessions",
+                    total=len({(c.sample_id, t.session) for c in conversations for t in c.turns}),
+                )
+                for g in ingested:
+                    extraction += await replay_sessions(rt, clock, g, AGENT, lambda: bar.advance(task))
+            timings["extract_s"] = time.perf_counter() - t0
         await rt.warm()
 
         all_questions = [q.question for qs in questions.values() for q in qs]
@@ -308,12 +328,13 @@ async def run(args: argparse.Namespace, path: Path | str) -> dict[str, Any]:
 
         asked: list[Asked] = []
         absorbed: dict[str, list[str]] = {}
+        rewrites: Counter[str] = Counter()
         t0 = time.perf_counter()
         with progress_bar(console) as bar:
             task = bar.add_task("searching", total=len(all_questions))
             for g in ingested:
                 asked += await ask_conversation(rt, g, questions[g.conversation.sample_id], qvec_of,
-                                                lambda: bar.advance(task))  # fmt: skip
+                                                lambda: bar.advance(task), rewrites)  # fmt: skip
                 absorbed.update(g.absorbed)
         timings["search_s"] = time.perf_counter() - t0
         if args.dump:
@@ -321,7 +342,9 @@ async def run(args: argparse.Namespace, path: Path | str) -> dict[str, Any]:
         default_k = rt.config.retrieval.default_k
         retrieval = rt.config.retrieval.model_dump(mode="json")
 
+    hosted = {"model": args.hosted, "extraction": dict(extraction), "rewrite_status": dict(rewrites)}
     return {
+        **({"hosted": hosted} if args.hosted else {}),
         "conversations": [c.sample_id for c in conversations],
         "turns": len(texts),
         "records": len(absorbed),
@@ -416,7 +439,7 @@ async def ingest(
 
 async def ask_conversation(
     rt: retold.Runtime, g: Ingested, questions: Sequence[Question], qvec_of: dict[str, np.ndarray],
-    advance: Any,
+    advance: Any, rewrites: Counter[str] | None = None,
 ) -> list[Asked]:  # fmt: skip
     """Ask each question once of its own conversation and rank it by every system."""
     ids = list(g.absorbed)
@@ -433,6 +456,8 @@ async def ask_conversation(
         response = await rt.search(principal, SearchRequest(queries=[q.question], k=DEPTH))
         row = await rt.store.search_log(response.search_id)
         assert row is not None, "the search wrote no search_log row"
+        if rewrites is not None:
+            rewrites[row["rewrite_status"]] += 1
         a.rankings["hybrid, gate off"] = [c.record_id for c in candidates_from_log(row)][:DEPTH]
         plain = without_entity_channel(row, rt.config.retrieval.rrf_k)
         a.rankings[NO_ENTITY] = [c.record_id for c in plain][:DEPTH]
@@ -618,7 +643,19 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     add("--set", action="append", default=[], metavar="KEY=VALUE",
         help="a config override for the run (dotted key; JSON value), e.g. retrieval.rrf_k=20")  # fmt: skip
     add("--check", action="store_true", help="exit 1 when a quality target (issue 18) is missed")
+    add("--hosted", default=None, metavar="PROVIDER:MODEL",
+        help="also rewrite the questions and extract facts from the sessions with this hosted model "
+             "(locomo_hosted); skipped, with a message, when the provider's key is not set")  # fmt: skip
     args = parser.parse_args(argv)
+    if args.hosted:
+        try:
+            parse_hosted(args.hosted)
+        except ValueError as exc:
+            parser.error(str(exc))
+        if args.turns_per_record != 1 or args.first_person:
+            parser.error(
+                "--hosted replays LoCoMo's own sessions: not with --turns-per-record or --first-person"
+            )
     if args.quick:
         args.conversations = args.conversations or 1
         args.questions = args.questions or QUICK_QUESTIONS
@@ -627,6 +664,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.hosted and (reason := skip_reason(parse_hosted(args.hosted)[0])):
+        print(reason)
+        return 0
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="retold-locomo-") as tmp:
         path: Path | str = args.store or Path(tmp) / "locomo.sqlite"
