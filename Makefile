@@ -87,6 +87,7 @@ integration: $(STAMP)
 # Benchmarks (not part of `make test`; tests/integration/test_benchmarks_run.py and friends run
 # each one's quick mode). `bench` writes benchmarks/results/*.json; LoCoMo is read from ../shared.
 .PHONY: bench bench-quick
+LOCOMO_HOSTED ?=
 bench: $(STAMP)
 	$(BIN)/python benchmarks/judge_quality.py --json benchmarks/results/judge_quality.json
 	$(BIN)/python benchmarks/write_latency.py --json benchmarks/results/write_latency.json
@@ -98,6 +99,11 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/gate_labelled.py --json benchmarks/results/gate_labelled_calibration.json
 	$(BIN)/python benchmarks/gate_labelled.py --set separation --json benchmarks/results/gate_labelled_separation.json
 	$(BIN)/python benchmarks/locomo_retrieval.py --json benchmarks/results/locomo_retrieval.json
+ifneq ($(LOCOMO_HOSTED),)
+	$(BIN)/python benchmarks/locomo_retrieval.py --hosted $(LOCOMO_HOSTED) --json benchmarks/results/locomo_hosted.json
+else
+	@echo "LoCoMo with a hosted model not asked for: make bench LOCOMO_HOSTED=anthropic:claude-haiku-4-5-20251001 (its key set; every session is a paid extraction)"
+endif
 
 bench-quick: $(STAMP)
 	$(BIN)/python benchmarks/judge_quality.py --quick
