@@ -120,8 +120,8 @@ async def replay_sessions(
     ``ingested`` is a ``locomo_data.Ingested``; its ``absorbed`` map (record id -> the dia_ids
     it stands for) gains every extracted record with its evidence turn's dia_id, which is
     what scoring reads. A fact the ingestor merged into an existing record adds nothing
-    (that record already stands for its turn). Returns counts: sessions, records written, and
-    those that stand for no turn (summaries).
+    (that record already stands for its turn). Returns counts: sessions, sessions whose
+    extraction failed closed, records written, and those that stand for no turn (summaries).
     """
     conv = ingested.conversation
     counts: Counter[str] = Counter()
@@ -138,6 +138,9 @@ async def replay_sessions(
             await rt.join_background()  # inside the session's date: extraction reads the clock
         dia_of = {t.turn: turn.dia_id for t, turn in zip(transcript, turns, strict=True)}
         counts["sessions"] += 1
+        session = await rt.store.get_session(key)
+        if session is None or session.extracted_at is None:  # failed closed: the log says why
+            counts["not_extracted"] += 1
         for record in await _records_of_session(rt, conv.scope, key.session_id):
             ref = _TURN_REF.match(record.source_ref or "")
             dia = dia_of.get(int(ref["turn"])) if ref else None

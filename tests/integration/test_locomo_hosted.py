@@ -123,3 +123,17 @@ async def test_extracted_facts_and_rewritten_questions_are_scored_by_the_same_ha
         rows = list(facts)
     assert [at[:10] for at, _ in rows] == ["2023-05-01", "2023-05-02"]
     assert all(ref.endswith("<turn:1>") or "<turn:" in ref for _, ref in rows)
+
+
+async def test_a_session_whose_extraction_fails_is_counted_and_stands_for_nothing(tmp_path: Path) -> None:
+    bench = load_benchmark("locomo_retrieval")
+    args = bench.parse_args(["--hosted", "openai:gpt-x", "--data", str(_locomo(tmp_path / "l.json"))])
+    models = {
+        "extractor": FakeExtractor(RuntimeError("the provider is down")),
+        "reviewer": FakeReviewer("accept"),
+        "rewriter": FakeRewriter(RuntimeError("the provider is down")),
+    }
+    result = await bench.run(args, tmp_path / "failed.sqlite", models)
+    assert result["hosted"]["extraction"] == {"sessions": 2, "not_extracted": 2}
+    assert result["hosted"]["rewrite_status"] == {"failed": 2}  # the raw questions were searched
+    assert result["records"] == 6 and result["metrics"]["hybrid, gate off"]["1-4"]["recall@10"] == 1.0
