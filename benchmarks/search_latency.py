@@ -4,12 +4,15 @@ Three measurements, each from one run on this machine:
 
 * ``real``: a 1,000-record store with the real packaged embedder, two queries per search;
 * ``scale``: 50,000 synthetic records with ``FakeEmbedder(delay_s=0.025)`` standing in for
-  the model (target: p50 <= 35 ms in total, LangGraph <= 3 ms);
+  the model (target: p50 <= 35 ms in total, LangGraph's share <= 3 ms);
 * ``scaling``: the same synthetic setup at 10K / 50K / 200K records, p50 per stage;
 * ``interleaved``: the ``scale`` store with one write through the write path before each
   search, as a live agent interleaves them (held to the same 35 ms target).
 
-"graph" is the time not attributed to any stage: LangGraph's node dispatch plus glue.
+"graph" is what LangGraph adds: after each timed search, the same kind of search (fresh
+queries) runs through the stage functions called one after the other, without the graph;
+"graph" is the p50 (p95) wall time through the graph minus the p50 (p95) without it.
+"direct" is that wall time without the graph.
 
     python benchmarks/search_latency.py                 # everything
     python benchmarks/search_latency.py --quick         # small sizes, a handful of searches
@@ -43,6 +46,7 @@ from common import Target, check_targets, machine, percentile
 import retold
 from retold.ingest.write.request import WriteRequest
 from retold.models import Principal, Scope, SearchRequest
+from retold.retrieve import retriever
 from retold.testing import FakeEmbedder, record_for_tests
 
 USER = Scope("user", "bench")
@@ -87,7 +91,11 @@ def _pg_over_sqlite(report: dict[str, Any], records: int) -> float | None:
 # The documented targets (docs/benchmarks.md), checked by --check; one place for all of them.
 TARGETS = [
     Target("50K search p50, 25 ms embedder", lambda r: _p50_at(r, 50_000, "wall"), 35.0),
-    Target("50K LangGraph share p50 (rewrite + graph)", lambda r: _p50_at(r, 50_000, "rewrite", "graph"), 3),
+    Target(
+        "50K LangGraph share p50 (graph against the stages called directly)",
+        lambda r: _p50_at(r, 50_000, "graph"),
+        3,
+    ),
     Target(
         "50K search p50 with one write before each, 25 ms embedder",
         lambda r: (
@@ -183,29 +191,43 @@ async def measure(
     cold = {"total": (time.perf_counter() - cold_start) * 1000.0, **first.timings_ms}
     samples = []
     for _ in range(searches):
-        if write_before:
-            request = WriteRequest(
-                type="episodic", content=sentence(rng, vocab), scope=USER, source_kind="agent_inference"
-            )
-            written = await rt.ingestor.write(principal, request)
-            assert written.ok, written
+        await _write_one(rt, principal, rng, vocab, write_before)
         t0 = time.perf_counter()
         response = await rt.search(principal, SearchRequest(queries=queries_for(rng, vocab)))
-        wall = (time.perf_counter() - t0) * 1000.0
-        timings = dict(response.timings_ms)
-        # Generators run concurrently: the embedder with lexical and entity; count the longer branch.
-        branch = max(
-            timings.get("embed", 0) + timings.get("dense", 0),
-            timings.get("lexical", 0) + timings.get("entity", 0),
-        )
-        attributed = (
-            sum(timings.get(s, 0) for s in STAGES if s not in ("embed", "dense", "lexical", "entity"))
-            + branch
-        )
-        timings["graph"] = max(0.0, wall - attributed)
-        timings["wall"] = wall
+        timings = {**response.timings_ms, "wall": (time.perf_counter() - t0) * 1000.0}
+        await _write_one(rt, principal, rng, vocab, write_before)
+        t0 = time.perf_counter()
+        await _without_graph(rt, principal, SearchRequest(queries=queries_for(rng, vocab)))
+        timings["direct"] = (time.perf_counter() - t0) * 1000.0
         samples.append(timings)
     return {"cold": cold, "samples": samples, "returned_avg": 0}
+
+
+async def _write_one(
+    rt: retold.Runtime, principal: Principal, rng: random.Random, vocab: list[str], write: bool
+) -> None:
+    if write:
+        request = WriteRequest(
+            type="episodic", content=sentence(rng, vocab), scope=USER, source_kind="agent_inference"
+        )
+        written = await rt.ingestor.write(principal, request)
+        assert written.ok, written
+
+
+async def _without_graph(rt: retold.Runtime, principal: Principal, request: SearchRequest) -> None:
+    """One search through the search graph's stage functions in order, as ``rt.search`` runs
+    them through LangGraph (retold.graph_nodes.search): the baseline "graph" is measured against."""
+    services = rt.search_services()
+    run = retriever.SearchRun(principal=principal, request=retriever.validate_request(request))
+    if not rt.config.retrieval.rewrite.enabled:
+        retriever.begin_embedding(services, run, run.request.queries)
+    await retriever.prepare(services, run)
+    await retriever.generate(services, run)
+    await retriever.rank(services, run)
+    await retriever.gate_stage(services, run)
+    if retriever.wants_rerank(services, run):
+        await retriever.rerank(services, run)
+    await retriever.respond(services, run)
 
 
 def summarise(label: str, data: dict[str, Any]) -> dict[str, Any]:
@@ -213,11 +235,12 @@ def summarise(label: str, data: dict[str, Any]) -> dict[str, Any]:
     warm_n = len(data["samples"])
     print(f"\n{label}: cold first search {data['cold']['total']:.1f} ms; warm over {warm_n} searches")
     print(f"{'stage':<14}{'p50':>9}{'p95':>9}")
-    for stage in [*STAGES, "graph", "wall"]:
+    for stage in [*STAGES, "direct", "wall"]:
         values = [s.get(stage, 0.0) for s in data["samples"]]
-        p50, p95 = percentile(values, 50), percentile(values, 95)
-        out[stage] = {"p50": round(p50, 3), "p95": round(p95, 3)}
-        print(f"{stage:<14}{p50:>9.2f}{p95:>9.2f}")
+        out[stage] = {"p50": round(percentile(values, 50), 3), "p95": round(percentile(values, 95), 3)}
+    out["graph"] = {q: round(out["wall"][q] - out["direct"][q], 3) for q in ("p50", "p95")}
+    for stage in [*STAGES, "graph", "direct", "wall"]:
+        print(f"{stage:<14}{out[stage]['p50']:>9.2f}{out[stage]['p95']:>9.2f}")
     return out
 
 
