@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -230,6 +231,12 @@ async def prepare(services: SearchServices, run: SearchRun) -> None:
     run.windows = query_windows(run.queries, now, cfg.time_window_slack_days) if cfg.time_windows else []
 
 
+# A syscall that returns at once, releasing the GIL on the way, so a thread just handed work
+# takes it; not a sleep (langgraph dev's blocking-call check refuses even time.sleep(0)).
+# Windows has no sched_yield: the worker then starts when the loop next waits.
+_yield_gil = getattr(os, "sched_yield", lambda: None)
+
+
 def begin_embedding(services: SearchServices, run: SearchRun, texts: list[str]) -> None:
     """Start embedding ``texts`` for the dense channel unless that is already under way."""
     if run.embedding is None or run.embedding[0] != texts:
@@ -255,7 +262,7 @@ def embed_queries(services: SearchServices, run: SearchRun, texts: list[str]) ->
         return qvecs
 
     future = asyncio.get_running_loop().run_in_executor(None, embed)
-    time.sleep(0)  # lets the worker take the GIL and start the model
+    _yield_gil()
     future.add_done_callback(lambda done: done.cancelled() or done.exception())
     return future
 
