@@ -225,13 +225,15 @@ class Dense:
         return [self.ids[int(i)] for i in top]
 
 
-def without_entity_channel(row: dict[str, Any], rrf_k: int) -> list[Candidate]:
+def without_entity_channel(
+    row: dict[str, Any], rrf_k: int, similarity_weight: float = 1.0
+) -> list[Candidate]:
     """The logged search re-fused from its dense and lexical lists only, as ``candidates_from_log``
-    rebuilds it otherwise (freshness as logged)."""
+    rebuilds it otherwise (freshness as logged; the dense list weighed as fusion weighs it)."""
     dense = {r[0]: GeneratorHit(r[1], r[2]) for r in _load(row["dense"])}
     lexical = lexical_from_log(row)
     freshness = {r[0]: r[1] for r in _load(row["freshness"])}
-    scores = rrf([list(dense), list(lexical)], rrf_k)
+    scores = rrf([list(dense), list(lexical)], rrf_k, [similarity_weight, 1.0])
     out = [
         assemble(rid, rank, score, dense, lexical, {}, freshness.get(rid))
         for rank, (rid, score) in enumerate(scores.items(), start=1)
@@ -459,7 +461,7 @@ async def ask_conversation(
         if rewrites is not None:
             rewrites[row["rewrite_status"]] += 1
         a.rankings["hybrid, gate off"] = [c.record_id for c in candidates_from_log(row)][:DEPTH]
-        plain = without_entity_channel(row, rt.config.retrieval.rrf_k)
+        plain = without_entity_channel(row, rt.config.retrieval.rrf_k, rt.config.retrieval.similarity_weight)
         a.rankings[NO_ENTITY] = [c.record_id for c in plain][:DEPTH]
         a.rankings[NO_ENTITY_GATED] = [c.record_id for c in gate(plain, subjects, floors)[0]][:DEPTH]
         a.rankings[GATE_ON] = [r.record.id for r in response.results]

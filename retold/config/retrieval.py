@@ -534,7 +534,7 @@ class RetrievalConfig(_Block):
     context_weight: _Unit = Field(
         0.5,
         description=(
-            "Weight of the context list in fusion (the other lists count 1): context lifts a record "
+            "Weight of the context list in fusion against the dense list: context lifts a record "
             "beside a match without outranking the matches. In [0, 1]."
         ),
     )
@@ -649,6 +649,19 @@ class RetrievalConfig(_Block):
             "The fusion constant: each list a record is in adds 1 / (rrf_k + rank). The spec's 60 lets "
             "two middling ranks outvote one channel's best; 10 was measured for MiniLM on LoCoMo "
             "(docs/benchmarks.md). Integer >= 1."
+        ),
+    )
+    similarity_weight: float = Field(
+        1.5,
+        ge=0.0,
+        le=10.0,
+        strict=True,
+        allow_inf_nan=False,
+        description=(
+            "How much the similarity lists (the dense channel and the lists drawn from it: context, "
+            "neighbours, time answers, replies) count in fusion against the word and entity lists, "
+            "which count 1. 1.5 was chosen for MiniLM on LoCoMo's tuning half (docs/benchmarks.md). "
+            "In [0, 10]."
         ),
     )
     default_k: _PositiveInt = Field(

@@ -78,6 +78,7 @@ def fuse(
     time_answer_weight: float = 1.0,
     replies: Sequence[str] = (),
     reply_weight: float = 1.0,
+    similarity_weight: float = 1.0,
 ) -> list[Candidate]:
     """Candidates carrying every generator's rank and score, ordered by fused score.
 
@@ -94,13 +95,16 @@ def fuse(
     time_answers`) fuse at ``time_answer_weight``, weighed with the similarity lists since
     they are drawn from a ranking those lists made; so are ``replies`` (the records just after
     the best candidates that ask a question, in their askers' order: :mod:`retold.retrieve.
-    replies`), at ``reply_weight``.
+    replies`), at ``reply_weight``. All of these similarity lists count ``similarity_weight``
+    times against the lexical and entity lists: a cosine ranking and a word ranking are not
+    equally telling, and MiniLM's is the better one on LoCoMo's tuning half.
     """
     scores = rrf(
         [[d[0] for d in dense], [c[0] for c in context], [n[0] for n in neighbours], list(time_answers),
          list(replies)],
         k,
-        [1.0, context_weight, neighbour_weight, time_answer_weight, reply_weight],
+        [similarity_weight * w
+         for w in (1.0, context_weight, neighbour_weight, time_answer_weight, reply_weight)],
     )  # fmt: skip
     for rid in other_subject:
         if rid in scores:

@@ -457,6 +457,7 @@ async def _fuse(services: SearchServices, run: SearchRun) -> list[Candidate]:
         time_answer_weight=cfg.time_answer_weight,
         replies=run.replies,
         reply_weight=cfg.reply_weight,
+        similarity_weight=cfg.similarity_weight,
     )
     # Hard isolation invariant: nothing outside the eligible set goes any further.
     fused = [c for c in fused if c.record_id in run.eligible]

@@ -93,6 +93,26 @@ def test_rrf_sums_reciprocal_ranks_across_generators() -> None:
     assert abs(scores["b"] - (1 / 62 + 1 / 61 + 1 / 61)) < 1e-12
 
 
+def test_the_similarity_lists_weigh_against_the_word_and_entity_lists() -> None:
+    match = LexicalMatch([LexicalTerm("pottery", True, False, False, False)], 1, 1)
+    dense = [("d", 0.8), ("both", 0.7)]
+    lexical = [("w", 9.0, match), ("both", 5.0, match)]
+    even = fuse(dense, lexical, [], 10, context=[("c", 0.6)], context_weight=0.5)
+    # Equal weight: the dense and the word list's best tie, and the better rank (both 1st) then id.
+    assert [c.record_id for c in even][:3] == ["both", "d", "w"]
+    assert even[1].rrf_score == pytest.approx(even[2].rrf_score)
+    weighed = fuse(dense, lexical, [], 10, context=[("c", 0.6)], context_weight=0.5, similarity_weight=1.5)
+    by_id = {c.record_id: c for c in weighed}
+    assert [c.record_id for c in weighed][:3] == ["both", "d", "w"]
+    assert by_id["d"].rrf_score == pytest.approx(1.5 / 11) and by_id["w"].rrf_score == pytest.approx(1 / 11)
+    # The lists drawn from the dense channel are weighed with it: context at 0.5 x 1.5.
+    assert by_id["c"].rrf_score == pytest.approx(0.5 * 1.5 / 11)
+    assert by_id["both"].rrf_score == pytest.approx(1.5 / 12 + 1 / 12)
+    # Weight 0 leaves the words and entities alone to rank.
+    words_only = fuse(dense, lexical, [("e", "ent")], 10, similarity_weight=0.0)
+    assert [c.record_id for c in words_only][:3] == ["e", "w", "both"]  # tied: best rank, then id
+
+
 def test_per_type_dense_floor_is_named_in_the_reason() -> None:
     kept, out = gate([cand("e", dense=0.42), cand("s", dense=0.42)], {"e": EPI, "s": SEM}, FLOORS)
     assert [c.record_id for c in kept] == ["e"]
