@@ -646,9 +646,9 @@ class RetrievalConfig(_Block):
     rrf_k: _PositiveInt = Field(
         10,
         description=(
-            "The fusion constant: each list a record is in adds 1 / (rrf_k + rank). The spec's 60 lets "
-            "two middling ranks outvote one channel's best; 10 was measured for MiniLM on LoCoMo "
-            "(docs/benchmarks.md). Integer >= 1."
+            "The fusion constant: each list a record is in adds its weight / (rrf_k + rank). The "
+            "spec's 60 lets two middling ranks outvote one channel's best; 10 was measured for MiniLM "
+            "on LoCoMo (docs/benchmarks.md). Integer >= 1."
         ),
     )
     similarity_weight: float = Field(

@@ -119,6 +119,7 @@ def log_row(
             },
             "dedup_cosine": cfg.retrieval.dedup_cosine,
             "rrf_k": cfg.retrieval.rrf_k,
+            "similarity_weight": cfg.retrieval.similarity_weight,
         },
         "warm": run.warm,
         "timings_ms": timings,

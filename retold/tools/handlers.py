@@ -240,7 +240,10 @@ class MemoryTools:
         )
         explain = args.get("explain", "compact")
         response = await self._rt.search(principal, request)
-        return search_payload(response, explain=explain, rrf_k=self._rt.config.retrieval.rrf_k)
+        retrieval = self._rt.config.retrieval
+        return search_payload(
+            response, explain=explain, rrf_k=retrieval.rrf_k, similarity_weight=retrieval.similarity_weight
+        )
 
     # --- memory_get -------------------------------------------------------------------------
 

@@ -120,15 +120,21 @@ def _hit(hit: GeneratorHit | None) -> dict[str, Any] | None:
     return None if hit is None else {"rank": hit.rank, "score": round(hit.score, 6)}
 
 
-def explanation_payload(explanation: Explanation, rrf_k: int) -> dict[str, Any]:
+def explanation_payload(
+    explanation: Explanation, rrf_k: int, similarity_weight: float = 1.0
+) -> dict[str, Any]:
     """Every field of an explanation as JSON, so a caller can see why a result ranked and survived.
 
     The per-channel RRF contributions are recomputed from the logged ranks with the same
-    ``1 / (rrf_k + rank)`` fusion uses, so they add up to the fused score before freshness.
+    ``weight / (rrf_k + rank)`` fusion uses (the dense list weighs ``similarity_weight``, the
+    word and entity lists 1), so they add up to the fused score before freshness.
     """
     e = explanation
     channels = {"dense": e.dense, "lexical": e.lexical, "entity": e.entity}
-    parts = {name: round(1.0 / (rrf_k + hit.rank), 6) for name, hit in channels.items() if hit is not None}
+    weight = {"dense": similarity_weight, "lexical": 1.0, "entity": 1.0}
+    parts = {
+        name: round(weight[name] / (rrf_k + hit.rank), 6) for name, hit in channels.items() if hit is not None
+    }
     return {
         "summary": e.summary,
         "raw_queries": list(e.raw_queries),
@@ -152,7 +158,12 @@ def explanation_payload(explanation: Explanation, rrf_k: int) -> dict[str, Any]:
             "total_terms": e.lexical_terms.total_terms,
             "common_terms": e.lexical_terms.common_terms,
         },
-        "rrf": {"k": rrf_k, "contributions": parts, "score": round(sum(parts.values()), 6)},
+        "rrf": {
+            "k": rrf_k,
+            "similarity_weight": similarity_weight,
+            "contributions": parts,
+            "score": round(sum(parts.values()), 6),
+        },
         "fused_rank": e.fused_rank,
         "freshness_multiplier": None if e.freshness_multiplier is None else round(e.freshness_multiplier, 6),
         "rerank": None
@@ -171,13 +182,16 @@ def explanation_payload(explanation: Explanation, rrf_k: int) -> dict[str, Any]:
 
 
 def search_payload(
-    response: SearchResponse, explain: str = "compact", rrf_k: int | None = None
+    response: SearchResponse,
+    explain: str = "compact",
+    rrf_k: int | None = None,
+    similarity_weight: float = 1.0,
 ) -> dict[str, Any]:
     """The structured response plus ``rendered``, the §10.9 text a model should be shown.
 
-    ``explain="full"`` adds ``explanation_full`` to each result (``rrf_k`` is then the fusion
-    constant the search ran with); compact answers are unchanged, and ``rendered`` is the same
-    in both modes.
+    ``explain="full"`` adds ``explanation_full`` to each result (``rrf_k`` and
+    ``similarity_weight`` are then the fusion settings the search ran with); compact answers
+    are unchanged, and ``rendered`` is the same in both modes.
     """
     if explain not in EXPLAIN_MODES:
         raise ValueError(f"explain must be one of {EXPLAIN_MODES}, got {explain!r}")
@@ -212,5 +226,5 @@ def search_payload(
     }
     if explain == "full" and rrf_k is not None:
         for result, entry in zip(response.results, payload["results"], strict=True):
-            entry["explanation_full"] = explanation_payload(result.explanation, rrf_k)
+            entry["explanation_full"] = explanation_payload(result.explanation, rrf_k, similarity_weight)
     return payload

@@ -47,16 +47,22 @@ async def test_full_explanation_carries_channels_fusion_and_gate(world: World) -
     json.dumps(full, allow_nan=False)  # JSON as it is, no NaN or datetime
     assert detail["summary"] == result["explanation"]
     assert set(detail["matched_by"]) == set(result["matched_by"]) and detail["matched_by"]
-    k = world.rt.config.retrieval.rrf_k
-    assert detail["rrf"]["k"] == k
+    k, weight = world.rt.config.retrieval.rrf_k, world.rt.config.retrieval.similarity_weight
+    assert detail["rrf"]["k"] == k and detail["rrf"]["similarity_weight"] == weight == 1.5
     for channel in ("dense", "lexical", "entity"):
         hit = detail["channels"][channel]
         assert (hit is not None) == (channel in detail["rrf"]["contributions"])
         if channel in detail["matched_by"]:
             assert hit["rank"] >= 1 and isinstance(hit["score"], float)
         if hit is not None:
-            assert detail["rrf"]["contributions"][channel] == pytest.approx(1 / (k + hit["rank"]), abs=1e-6)
+            share = weight if channel == "dense" else 1.0
+            assert detail["rrf"]["contributions"][channel] == pytest.approx(
+                share / (k + hit["rank"]), abs=1e-6
+            )
     assert detail["rrf"]["score"] == pytest.approx(sum(detail["rrf"]["contributions"].values()), abs=1e-6)
+    # ... and they are the score fusion gave: the result's score is it times freshness.
+    fused = detail["rrf"]["score"] * (detail["freshness_multiplier"] or 1.0)
+    assert result["score"] == pytest.approx(fused, abs=1e-5)
     assert detail["channels"]["lexical"] and detail["lexical_terms"]["terms"]
     assert detail["fused_rank"] == 1
     assert isinstance(detail["gate"], str) and detail["gate"]
