@@ -652,7 +652,7 @@ class RetrievalConfig(_Block):
         ),
     )
     similarity_weight: float = Field(
-        1.5,
+        1.0,
         ge=0.0,
         le=10.0,
         strict=True,
@@ -660,7 +660,8 @@ class RetrievalConfig(_Block):
         description=(
             "How much the similarity lists (the dense channel and the lists drawn from it: context, "
             "neighbours, time answers, replies) count in fusion against the word and entity lists, "
-            "which count 1. 1.5 was chosen for MiniLM on LoCoMo's tuning half (docs/benchmarks.md). "
+            "which count 1. For MiniLM, 1.5 gains on stores of short chat turns and loses on stores of "
+            "long multi-sentence records (docs/decisions.md), so the default counts every list once. "
             "In [0, 10]."
         ),
     )

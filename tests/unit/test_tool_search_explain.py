@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from retold.config import Config
 from retold.tools.payloads import search_payload
 from retold.tools.schemas import for_dialect, search_schema
 
-from .writepath import World
+from .writepath import World, make_world
 
 QUOTE = "I prefer concise answers"
 COMPACT_KEYS = {
@@ -38,7 +41,19 @@ async def search(w: World, **extra: Any) -> dict[str, Any]:
     return await w.rt.tools.call(w.p, "memory_search", {"queries": ["concise answers"], "k": 3, **extra})
 
 
-async def test_full_explanation_carries_channels_fusion_and_gate(world: World) -> None:
+@pytest.fixture(params=[1.0, 1.5], ids=["even", "similarity-weighed"])
+async def weighed(request: pytest.FixtureRequest, store_path: Path | str) -> AsyncIterator[World]:
+    """A world whose searches count the dense list 1 or 1.5 times the word lists."""
+    config = Config().override({"retrieval.similarity_weight": request.param})
+    w = await make_world(store_path, config=config)
+    try:
+        yield w
+    finally:
+        await w.rt.close()
+
+
+async def test_full_explanation_carries_channels_fusion_and_gate(weighed: World) -> None:
+    world = weighed
     made = await fact(world)
     full = await search(world, explain="full")
     assert full["ok"] and [r["record_id"] for r in full["results"]] == [made]
@@ -48,7 +63,7 @@ async def test_full_explanation_carries_channels_fusion_and_gate(world: World) -
     assert detail["summary"] == result["explanation"]
     assert set(detail["matched_by"]) == set(result["matched_by"]) and detail["matched_by"]
     k, weight = world.rt.config.retrieval.rrf_k, world.rt.config.retrieval.similarity_weight
-    assert detail["rrf"]["k"] == k and detail["rrf"]["similarity_weight"] == weight == 1.5
+    assert detail["rrf"]["k"] == k and detail["rrf"]["similarity_weight"] == weight
     for channel in ("dense", "lexical", "entity"):
         hit = detail["channels"][channel]
         assert (hit is not None) == (channel in detail["rrf"]["contributions"])
