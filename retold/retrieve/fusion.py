@@ -96,8 +96,8 @@ def fuse(
     they are drawn from a ranking those lists made; so are ``replies`` (the records just after
     the best candidates that ask a question, in their askers' order: :mod:`retold.retrieve.
     replies`), at ``reply_weight``. All of these similarity lists count ``similarity_weight``
-    times against the lexical and entity lists: a cosine ranking and a word ranking are not
-    equally telling, and MiniLM's is the better one on LoCoMo's tuning half.
+    times against the lexical and entity lists (``retrieval.similarity_weight``, 1 by default:
+    more helps stores of short turns and hurts stores of long records, docs/decisions.md).
     """
     scores = rrf(
         [[d[0] for d in dense], [c[0] for c in context], [n[0] for n in neighbours], list(time_answers),
