@@ -119,9 +119,9 @@ async def replay_sessions(
 
     ``ingested`` is a ``locomo_data.Ingested``; its ``absorbed`` map (record id -> the dia_ids
     it stands for) gains every extracted record with its evidence turn's dia_id, which is
-    what scoring reads. A fact the ingestor merged into an existing record adds nothing
-    (that record already stands for its turn). Returns counts: sessions, sessions whose
-    extraction failed closed, records written, and those that stand for no turn (summaries).
+    what scoring reads; a fact the ingestor merged into an existing record makes that record
+    stand for the fact's turn too. Returns counts: sessions, sessions whose extraction failed
+    closed, records written, and those that stand for no turn (summaries).
     """
     conv = ingested.conversation
     counts: Counter[str] = Counter()
@@ -141,23 +141,17 @@ async def replay_sessions(
         session = await rt.store.get_session(key)
         if session is None or session.extracted_at is None:  # failed closed: the log says why
             counts["not_extracted"] += 1
-        for record in await _records_of_session(rt, conv.scope, key.session_id):
-            ref = _TURN_REF.match(record.source_ref or "")
+        # What the session supplied, as the store keeps it: a new record, or an earlier one a
+        # fact reinforced, each with the turn its evidence quotes (a summary quotes none).
+        for source in await rt.store.sources_from_sessions([key]):
+            ref = _TURN_REF.match(source.source_ref or "")
             dia = dia_of.get(int(ref["turn"])) if ref else None
-            counts["records"] += 1
-            if dia is None:
-                counts["standing_for_no_turn"] += 1
-            ingested.absorbed[record.id] = [dia] if dia else []
+            if source.record_id not in ingested.absorbed:
+                counts["records"] += 1
+                if dia is None:
+                    counts["standing_for_no_turn"] += 1
+            stands = ingested.absorbed.setdefault(source.record_id, [])
+            if dia is not None and dia not in stands:
+                stands.append(dia)
         advance()
     return counts
-
-
-async def _records_of_session(rt: retold.Runtime, scope: Any, session_id: str) -> list[Any]:
-    """The live records whose source is this session (its facts and its summary)."""
-    ids = await rt.store.eligible_ids([scope], now=datetime.now(UTC))
-    prefix = f"session:{session_id}"
-    return [
-        r
-        for r in await rt.store.get_records(list(ids))
-        if r.source_ref == prefix or (r.source_ref or "").startswith(prefix + "<")
-    ]

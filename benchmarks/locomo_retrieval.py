@@ -344,9 +344,7 @@ async def run(
         default_k = rt.config.retrieval.default_k
         retrieval = rt.config.retrieval.model_dump(mode="json")
 
-    hosted = {"model": args.hosted, "extraction": dict(extraction), "rewrite_status": dict(rewrites)}
-    return {
-        **({"hosted": hosted} if args.hosted else {}),
+    result: dict[str, Any] = {
         "conversations": [c.sample_id for c in conversations],
         "turns": len(texts),
         "records": len(absorbed),
@@ -362,6 +360,13 @@ async def run(
             for name, members in halves(conversations).items()
         },
     }
+    if args.hosted:
+        result["hosted"] = {
+            "model": args.hosted,
+            "extraction": dict(extraction),
+            "rewrite_status": dict(rewrites),
+        }
+    return result
 
 
 def halves(conversations: Sequence[Conversation]) -> dict[str, set[str]]:
