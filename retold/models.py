@@ -455,6 +455,8 @@ class Candidate:
     other_subject: bool = False  # about someone else than the query names (retold.retrieve.subjects)
     tells_time: bool = False  # tells a time, and the query asks when (retold.retrieve.time_answers)
     is_reply: bool = False  # the reply to a candidate that asks a question (retold.retrieve.replies)
+    # What each fused list gave rrf_score, by list name (retold.retrieve.fusion), weights applied.
+    contributions: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -480,6 +482,9 @@ class Explanation:
     entity_ids: list[str]
     conflicts_with: list[str]  # unresolved conflict record IDs shown with this result
     summary: str  # one line, human readable, rendered to the model
+    # What each fused list gave the fused score (dense, context, neighbours, time_answers, replies,
+    # lexical, entity), weights applied; they add up to it. Empty for a conflict counterpart.
+    contributions: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass

@@ -87,4 +87,5 @@ def build_explanation(
         entity_ids=list(record.entity_ids),
         conflicts_with=list(conflicts_with),
         summary=summary_line(candidate, rerank),
+        contributions={name: round(share, 6) for name, share in candidate.contributions.items()},
     )

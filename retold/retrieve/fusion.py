@@ -98,19 +98,29 @@ def fuse(
     replies`), at ``reply_weight``. All of these similarity lists count ``similarity_weight``
     times against the lexical and entity lists (``retrieval.similarity_weight``, 1 by default:
     more helps stores of short turns and hurts stores of long records, docs/decisions.md).
+    Each candidate carries what every list gave its score (``contributions``, by list name),
+    so an explanation adds up to it.
     """
-    scores = rrf(
-        [[d[0] for d in dense], [c[0] for c in context], [n[0] for n in neighbours], list(time_answers),
-         list(replies)],
-        k,
-        [similarity_weight * w
-         for w in (1.0, context_weight, neighbour_weight, time_answer_weight, reply_weight)],
-    )  # fmt: skip
+    similar = {
+        "dense": [d[0] for d in dense], "context": [c[0] for c in context],
+        "neighbours": [n[0] for n in neighbours], "time_answers": list(time_answers),
+        "replies": list(replies),
+    }  # fmt: skip
+    own = {"dense": 1.0, "context": context_weight, "neighbours": neighbour_weight,
+           "time_answers": time_answer_weight, "replies": reply_weight}  # fmt: skip
+    weights = {name: similarity_weight * w for name, w in own.items()}
+    words = {"lexical": [x[0] for x in lexical], "entity": [e[0] for e in entity]}
+    scores = rrf(list(similar.values()), k, list(weights.values()))
     for rid in other_subject:
         if rid in scores:
             scores[rid] *= subject_weight
-    for rid, score in rrf([[x[0] for x in lexical], [e[0] for e in entity]], k).items():
+    for rid, score in rrf(list(words.values()), k).items():
         scores[rid] = scores.get(rid, 0.0) + score
+    shares = _shares({**similar, **words}, {**weights, "lexical": 1.0, "entity": 1.0}, k)
+    for rid in other_subject:
+        for name in similar:
+            if name in shares.get(rid, {}):
+                shares[rid][name] *= subject_weight
     dense_hits = {rid: GeneratorHit(rank, cos) for rank, (rid, cos) in enumerate(dense, start=1)}
     for rid, cos in (*context, *neighbours):
         dense_hits.setdefault(rid, GeneratorHit(len(dense_hits) + 1, cos))
@@ -129,9 +139,22 @@ def fuse(
     telling, replying = set(time_answers), set(replies)
     return [
         assemble(rid, rank, scores[rid], dense_hits, lexical_hits, entity_hits, in_context=rid in in_context,
-                 other_subject=rid in other_subject, tells_time=rid in telling, is_reply=rid in replying)
+                 other_subject=rid in other_subject, tells_time=rid in telling, is_reply=rid in replying,
+                 contributions=shares[rid])
         for rank, rid in enumerate(ordered, start=1)
     ]  # fmt: skip
+
+
+def _shares(
+    lists: Mapping[str, Sequence[str]], weights: Mapping[str, float], k: int
+) -> dict[str, dict[str, float]]:
+    """What each named list gives each record, ``weight / (k + rank)``: the parts of the fused
+    score, so an explanation can show them (``fuse`` adds them in its own order)."""
+    shares: dict[str, dict[str, float]] = defaultdict(dict)
+    for name, ranking in lists.items():
+        for rank, rid in enumerate(ranking, start=1):
+            shares[rid][name] = shares[rid].get(name, 0.0) + weights[name] / (k + rank)
+    return shares
 
 
 Hits = Mapping[str, tuple[GeneratorHit, Any]]
@@ -152,6 +175,7 @@ def assemble(
     other_subject: bool = False,
     tells_time: bool = False,
     is_reply: bool = False,
+    contributions: Mapping[str, float] | None = None,
 ) -> Candidate:
     """One candidate from the generators' hits; also how a logged search is rebuilt for replay."""
     lex = lexical.get(record_id)
@@ -175,6 +199,7 @@ def assemble(
         other_subject=other_subject,
         tells_time=tells_time,
         is_reply=is_reply,
+        contributions=dict(contributions or {}),
         rerank_score=None,
         rank_after_rerank=None,
     )

@@ -125,14 +125,17 @@ def explanation_payload(
 ) -> dict[str, Any]:
     """Every field of an explanation as JSON, so a caller can see why a result ranked and survived.
 
-    The per-channel RRF contributions are recomputed from the logged ranks with the same
-    ``weight / (rrf_k + rank)`` fusion uses (the dense list weighs ``similarity_weight``, the
-    word and entity lists 1), so they add up to the fused score before freshness.
+    The RRF contributions are what each fused list gave the result, weights applied (the
+    similarity lists weigh ``similarity_weight``, the context pass, neighbours, time answers
+    and replies their own weights, and a record about someone else ``subject_weight`` on
+    them), so they add up to the fused score before freshness. An explanation built without
+    them (a conflict counterpart, which no list found) shows the channels' ``weight / (rrf_k +
+    rank)``.
     """
     e = explanation
     channels = {"dense": e.dense, "lexical": e.lexical, "entity": e.entity}
     weight = {"dense": similarity_weight, "lexical": 1.0, "entity": 1.0}
-    parts = {
+    parts = dict(e.contributions) or {
         name: round(weight[name] / (rrf_k + hit.rank), 6) for name, hit in channels.items() if hit is not None
     }
     return {

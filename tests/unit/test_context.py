@@ -6,12 +6,15 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import pytest
+
 import retold
 from retold.ingest.write.request import WriteRequest
 from retold.models import SearchRequest
 from retold.retrieve.context import anchor_days, read_anchor_days
 from retold.retrieve.fusion import fuse
 from retold.retrieve.replay import replay_gate
+from retold.tools.payloads import search_payload
 
 from .writepath import World, make_world
 
@@ -81,6 +84,26 @@ async def test_a_match_brings_its_days_other_records_into_fusion(store_location:
         gated = await rt.search(p, SearchRequest(queries=["Where did we hike up Ben Nevis?"]))
         replayed = await replay_gate(rt.store, gated.search_id, rt.config)
         assert [r.record.id for r in gated.results] == [r for r in replayed.kept][: len(gated.results)]
+    finally:
+        await world.rt.close()
+
+
+async def test_a_full_explanation_adds_up_every_list_a_result_was_fused_from(store_location: Any) -> None:
+    world, ids = await _diary(store_location("explained.sqlite"), anchors=3, neighbours=1)
+    try:
+        rt, p = world.rt, world.p
+        response = await rt.search(p, SearchRequest(queries=["Where did we hike up Ben Nevis?"], gate=False))
+        payload = search_payload(response, "full", rt.config.retrieval.rrf_k)
+        by_id = {r["record_id"]: r for r in payload["results"]}
+        sibling = by_id[ids["Fish and chips afterwards in Fort William."]]["explanation_full"]
+        # Found beside the match, not by the dense channel's own list: its score says so.
+        assert {"context", "neighbours"} & set(sibling["rrf"]["contributions"])
+        assert "dense" not in sibling["rrf"]["contributions"]
+        for result in payload["results"]:
+            rrf = result["explanation_full"]["rrf"]
+            assert rrf["score"] == pytest.approx(sum(rrf["contributions"].values()), abs=1e-6)
+            freshness = result["explanation_full"]["freshness_multiplier"] or 1.0
+            assert result["score"] == pytest.approx(rrf["score"] * freshness, abs=1e-5)
     finally:
         await world.rt.close()
 

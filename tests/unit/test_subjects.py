@@ -101,6 +101,25 @@ def test_a_record_about_someone_else_keeps_its_word_matches_in_full() -> None:
     assert weighed["ben"].fused_rank == 1  # the word match still puts it first
 
 
+def test_each_candidate_carries_what_every_list_gave_its_score() -> None:
+    match = LexicalMatch((LexicalTerm("bowl", False, False),), 1)
+    fused = fuse(
+        [("ben", 0.9), ("ana", 0.8)], [("ben", 4.0, match), ("cat", 3.0, match)], [("ana", "e-ana")], 10,
+        context=[("day", 0.3)], context_weight=0.5, neighbours=[("next", 0.2)], neighbour_weight=0.25,
+        other_subject={"ben"}, subject_weight=0.25, time_answers=["ana"], time_answer_weight=0.5,
+        replies=["next"], reply_weight=0.5, similarity_weight=1.5,
+    )  # fmt: skip
+    by_id = {c.record_id: c for c in fused}
+    for c in fused:
+        assert sum(c.contributions.values()) == pytest.approx(c.rrf_score)
+    assert by_id["ben"].contributions == pytest.approx({"dense": 0.25 * 1.5 / 11, "lexical": 1 / 11})
+    assert by_id["ana"].contributions == pytest.approx(
+        {"dense": 1.5 / 12, "time_answers": 1.5 * 0.5 / 11, "entity": 1 / 11}
+    )
+    assert set(by_id["day"].contributions) == {"context"}
+    assert set(by_id["next"].contributions) == {"neighbours", "replies"}
+
+
 # --- in a real store -----------------------------------------------------------------------------
 
 # Ben's record shares the query's small words (which the dense channel reads and full-text
