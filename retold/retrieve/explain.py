@@ -14,7 +14,11 @@ def summary_line(candidate: Candidate, rerank: tuple[int, int, float] | None) ->
     """``matched: dense 0.71 (rank 2), lexical 3/3 (rank 1); fused rank 1; passed gate on dense``."""
     parts = []
     if candidate.dense is not None:
-        parts.append(f"dense {candidate.dense.score:.2f} (rank {candidate.dense.rank})")
+        # A record the same-day pass or the neighbours brought in has a cosine but no place in
+        # the dense channel's own list: say where it came from, not a rank after that list.
+        beside = bool(candidate.contributions) and "dense" not in candidate.contributions
+        where = "found beside a best match" if beside else f"rank {candidate.dense.rank}"
+        parts.append(f"dense {candidate.dense.score:.2f} ({where})")
     if candidate.lexical is not None and candidate.lexical_terms is not None:
         m = candidate.lexical_terms
         parts.append(f"lexical {len(m.terms)}/{m.total_terms} (rank {candidate.lexical.rank})")

@@ -99,6 +99,7 @@ async def test_a_full_explanation_adds_up_every_list_a_result_was_fused_from(sto
         # Found beside the match, not by the dense channel's own list: its score says so.
         assert {"context", "neighbours"} & set(sibling["rrf"]["contributions"])
         assert "dense" not in sibling["rrf"]["contributions"]
+        assert "(found beside a best match)" in sibling["summary"] and "rank 6)" not in sibling["summary"]
         for result in payload["results"]:
             rrf = result["explanation_full"]["rrf"]
             assert rrf["score"] == pytest.approx(sum(rrf["contributions"].values()), abs=1e-6)
