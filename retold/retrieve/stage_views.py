@@ -111,7 +111,8 @@ def _ranks(c: Candidate) -> dict[str, int]:
 
 
 def rank_view(run: SearchRun) -> dict[str, Any]:
-    """The fused list: each candidate's rank in every channel, its RRF score and freshness."""
+    """The fused list: each candidate's rank in every channel, its RRF score, what each fused list
+    gave it, and freshness."""
     return {
         "fused": {
             "total": len(run.candidates),
@@ -124,6 +125,7 @@ def rank_view(run: SearchRun) -> dict[str, Any]:
                     "tells_time": c.tells_time,
                     "is_reply": c.is_reply,
                     "rrf": round(c.rrf_score, 6),
+                    "contributions": {name: round(share, 6) for name, share in c.contributions.items()},
                     "freshness": None if c.freshness_multiplier is None else round(c.freshness_multiplier, 4),
                     "score": round(c.score, 6),
                 }

@@ -202,7 +202,9 @@ def test_each_node_update_in_the_stream_is_what_its_stage_decided(server: str) -
     assert prepare["request"]["queries"] == ["answer style"] and prepare["principal"]["user_id"] == "u1"
     dense = generate["channels"]["dense"]["top"]
     assert dense and {"id", "text", "score", "rank"} <= set(dense[0]) and "concise" in dense[0]["text"]
-    assert rank["fused"]["top"][0]["channel_ranks"]["dense"] == 1 and rank["fused"]["top"][0]["rrf"] > 0
+    top = rank["fused"]["top"][0]
+    assert top["channel_ranks"]["dense"] == 1 and top["rrf"] > 0
+    assert "dense" in top["contributions"] and sum(top["contributions"].values()) == pytest.approx(top["rrf"])
     passed = by_node["gate"]["gate"]["passed"]
     assert [p["id"] for p in passed] == by_node["respond"]["returned"] and passed[0]["reason"]
     assert by_node["respond"]["response"]["search_id"] == prepare["search_id"]
