@@ -108,19 +108,23 @@ def fuse(
     }  # fmt: skip
     own = {"dense": 1.0, "context": context_weight, "neighbours": neighbour_weight,
            "time_answers": time_answer_weight, "replies": reply_weight}  # fmt: skip
-    weights = {name: similarity_weight * w for name, w in own.items()}
+    weights = {**{name: similarity_weight * w for name, w in own.items()}, "lexical": 1.0, "entity": 1.0}
     words = {"lexical": [x[0] for x in lexical], "entity": [e[0] for e in entity]}
-    scores = rrf(list(similar.values()), k, list(weights.values()))
-    for rid in other_subject:
-        if rid in scores:
-            scores[rid] *= subject_weight
-    for rid, score in rrf(list(words.values()), k).items():
-        scores[rid] = scores.get(rid, 0.0) + score
-    shares = _shares({**similar, **words}, {**weights, "lexical": 1.0, "entity": 1.0}, k)
-    for rid in other_subject:
-        for name in similar:
-            if name in shares.get(rid, {}):
-                shares[rid][name] *= subject_weight
+    shares = _shares({**similar, **words}, weights, k)
+    scores: dict[str, float] = {}
+    for rid, parts in shares.items():
+        # Similarity summed and weighed first, then the words, in list order: rrf()'s own sums.
+        alike = said = 0.0
+        for name, share in parts.items():
+            if name in words:
+                said += share
+            else:
+                alike += share
+        if rid in other_subject:
+            alike *= subject_weight
+            for name in parts.keys() - words.keys():
+                parts[name] *= subject_weight
+        scores[rid] = alike + said
     dense_hits = {rid: GeneratorHit(rank, cos) for rank, (rid, cos) in enumerate(dense, start=1)}
     for rid, cos in (*context, *neighbours):
         dense_hits.setdefault(rid, GeneratorHit(len(dense_hits) + 1, cos))

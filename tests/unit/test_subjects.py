@@ -13,7 +13,7 @@ import retold
 from retold.ingest.write.request import WriteRequest
 from retold.models import EntityMention, LexicalMatch, LexicalTerm, SearchRequest
 from retold.retrieve.explain import summary_line
-from retold.retrieve.fusion import fuse, logged_flags, read_flags
+from retold.retrieve.fusion import fuse, logged_flags, read_flags, rrf
 from retold.retrieve.replay import replay_gate
 from retold.retrieve.subjects import about_someone_else
 
@@ -118,6 +118,46 @@ def test_each_candidate_carries_what_every_list_gave_its_score() -> None:
     )
     assert set(by_id["day"].contributions) == {"context"}
     assert set(by_id["next"].contributions) == {"neighbours", "replies"}
+
+
+_IDS = st.sampled_from([f"r{i}" for i in range(12)])
+_LIST = st.lists(_IDS, max_size=8, unique=True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    dense=_LIST,
+    context=_LIST,
+    neighbours=_LIST,
+    lexical=_LIST,
+    entity=_LIST,
+    other=st.sets(_IDS),
+    data=st.data(),
+    weights=st.lists(st.sampled_from([0.1, 0.25, 0.5, 1.0, 1.5]), min_size=5, max_size=5),
+)
+def test_the_fused_score_is_rrf_and_its_contributions_add_up_to_it(
+    dense: list[str], context: list[str], neighbours: list[str], lexical: list[str], entity: list[str],
+    other: set[str], data: st.DataObject, weights: list[float],
+) -> None:  # fmt: skip
+    listed = sorted({*dense, *context, *neighbours})  # time answers and replies come from these lists
+    times = data.draw(st.lists(st.sampled_from(listed), max_size=4, unique=True)) if listed else []
+    replies = data.draw(st.lists(st.sampled_from(listed), max_size=4, unique=True)) if listed else []
+    sw, cw, nw, tw, subject = weights
+    match = LexicalMatch((LexicalTerm("w", False, False),), 1)
+    fused = fuse(
+        [(r, 0.5) for r in dense], [(r, 1.0, match) for r in lexical], [(r, "e") for r in entity], 10,
+        context=[(r, 0.4) for r in context], context_weight=cw, neighbours=[(r, 0.3) for r in neighbours],
+        neighbour_weight=nw, other_subject=other, subject_weight=subject, time_answers=times,
+        time_answer_weight=tw, replies=replies, reply_weight=0.5, similarity_weight=sw,
+    )  # fmt: skip
+    alike = rrf([dense, context, neighbours, times, replies], 10, [sw, sw * cw, sw * nw, sw * tw, sw * 0.5])
+    said = rrf([lexical, entity], 10)
+    for c in fused:
+        expected = alike.get(c.record_id, 0.0) * (subject if c.record_id in other else 1.0)
+        assert c.rrf_score == expected + said.get(c.record_id, 0.0)  # the same sums, to the bit
+        assert sum(c.contributions.values()) == pytest.approx(c.rrf_score)
+    assert [c.fused_rank for c in fused] == list(range(1, len(fused) + 1))
+    assert [c.rrf_score for c in fused] == sorted((c.rrf_score for c in fused), reverse=True)
 
 
 # --- in a real store -----------------------------------------------------------------------------
