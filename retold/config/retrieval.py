@@ -526,9 +526,10 @@ class RetrievalConfig(_Block):
     context_max_records: _PositiveInt = Field(
         300,
         description=(
-            "The context pass and the neighbours are skipped when their anchor days hold more "
-            "eligible records than this: a day that busy (a bulk import) says nothing about what "
-            "belongs together, and ranking it would cost the search more than it gives. Integer >= 1."
+            "The context pass is skipped when its anchor days hold more eligible records than this: "
+            "a day that busy (a bulk import) says nothing about what belongs together, and ranking "
+            "it would cost the search more than it gives. The neighbours and the replies are then "
+            "read one indexed lookup each, in the order of the writes. Integer >= 1."
         ),
     )
     context_weight: _Unit = Field(

@@ -35,7 +35,14 @@ from retold.models import (
 )
 from retold.policy.grants import readable_scopes
 from retold.retrieve.budget import fill_budget
-from retold.retrieve.context import AnchorDays, anchor_days, read_anchor_days, same_day_hits
+from retold.retrieve.context import (
+    AnchorDays,
+    Beside,
+    anchor_days,
+    read_anchor_days,
+    read_beside,
+    same_day_hits,
+)
 from retold.retrieve.dedup import collapse_duplicates
 from retold.retrieve.entity_search import QueryEntities, alias_candidates, entity_search, selective_aliases
 from retold.retrieve.explain import build_explanation
@@ -494,6 +501,16 @@ async def _days_of(services: SearchServices, run: SearchRun, record_ids: list[st
     )  # fmt: skip
 
 
+async def _beside(services: SearchServices, run: SearchRun, record_ids: list[str]) -> Beside:
+    """The records just before and after these candidates, one lookup each: on a day too busy
+    to read whole, what the neighbours and the replies need (retold.retrieve.context)."""
+    return await read_beside(
+        services.store, record_ids, scopes=run.scopes, eligible=run.eligible, request=run.request,
+        now=run.started_at or services.clock.now(),
+        exclude_source_kinds=run_floors(services.config, run).exclude_source_kinds,
+    )  # fmt: skip
+
+
 async def _beside_the_best(services: SearchServices, run: SearchRun, fused: list[Candidate]) -> bool:
     """The same-day context pass and the neighbours of the first fusion's best candidates
     (retold.retrieve.context), over one read of their days; True when either found something."""
@@ -504,10 +521,12 @@ async def _beside_the_best(services: SearchServices, run: SearchRun, fused: list
     anchors = context if len(context) > len(near) else near
     if not anchors:
         return False
-    days = await _days_of(services, run, [c.record_id for c in anchors])
-    if days is None:
-        return False
-    if context:
+    days: AnchorDays | Beside | None = await _days_of(services, run, [c.record_id for c in anchors])
+    if days is None:  # a day too busy to read (a bulk import): no context pass, the neighbours still
+        if not near:
+            return False
+        days, context = await _beside(services, run, [c.record_id for c in near]), []
+    if context and isinstance(days, AnchorDays):
         inside = days.on(anchor_days(run.subjects[c.record_id].event_at for c in context))
         skip = {c.record_id for c in context}
         run.context = await same_day_hits(services.dense, run.qvecs, inside, skip=skip, k=cfg.context_k)
@@ -567,8 +586,8 @@ def _cut_short(snippet: str) -> bool:
 
 async def _replies(services: SearchServices, run: SearchRun, askers: list[str]) -> dict[str, str]:
     """The record just after each asker in its scope and day, loaded."""
-    days = await _days_of(services, run, askers)
-    replies = days.replies(askers) if days is not None else {}
+    days = await _days_of(services, run, askers) or await _beside(services, run, askers)
+    replies = days.replies(askers)
     missing = [rid for rid in replies.values() if rid not in run.records]
     if missing:
         run.records.update({r.id: r for r in await services.store.get_records(missing)})

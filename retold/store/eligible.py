@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime, time, timedelta
 from itertools import chain
 from typing import TYPE_CHECKING, Any
 
@@ -296,6 +296,70 @@ class EligibleMixin:
         # instead of sorting every record of it first.
         out = [(str(r[0]), Scope(r[1], r[2]), parse_ts(r[3])) for r in rows]  # type: ignore[misc]
         return sorted(out, key=lambda row: (row[2], row[0]))
+
+    async def eligible_beside(
+        self,
+        anchors: Sequence[str],
+        scopes: Sequence[Scope],
+        *,
+        now: datetime,
+        types: Sequence[str] | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        include_history: bool = False,
+        exclude_source_kinds: Sequence[str] = (),
+    ) -> dict[str, tuple[str | None, str | None]]:
+        """For each anchor: the eligible records just before and just after it in its scope and
+        UTC day, in the order :meth:`eligible_sequence_upto` gives (event time, then id), as
+        ``(before, after)``. Anchors outside ``scopes`` or gone are left out.
+
+        Two indexed lookups an anchor in one query, however busy the day: for a day too busy
+        to read whole (a bulk import on one date), what was written next to a match."""
+        rows = await self.db.fetchall(
+            f"SELECT r.id, r.event_at, r.scope_kind, r.scope_id FROM records r"
+            f" WHERE r.id IN ({', '.join('?' for _ in anchors)})",
+            list(anchors),
+        ) if anchors and scopes else []  # fmt: skip
+        # By id alone (the planner would otherwise walk a busy scope), then the scopes here.
+        wanted = set(scopes)
+        readable = [(rid, at) for rid, at, kind, sid in rows if Scope(kind, sid) in wanted]
+        if not readable:
+            return {}
+        where, params = eligible_where(
+            scopes, types=types, since=since, until=until, include_history=include_history,
+            exclude_source_kinds=exclude_source_kinds,
+        )  # fmt: skip
+        if not include_history:
+            where += _UNEXPIRED
+            params.append(format_ts(now))
+        # The anchor's own scope, one side of it in (event_at, id) order, inside its UTC day.
+        same = (
+            "r.scope_kind = (SELECT a.scope_kind FROM records a WHERE a.id = ?)"
+            " AND r.scope_id = (SELECT a.scope_id FROM records a WHERE a.id = ?)"
+        )
+        # Row values, so the index walks from the anchor itself, even past a million ties.
+        sides = {
+            "before": ("(r.event_at, r.id) < (?, ?) AND r.event_at >= ?", "DESC"),
+            "after": ("(r.event_at, r.id) > (?, ?) AND r.event_at < ?", "ASC"),
+        }
+        parts, args = [], []
+        for rid, at in readable:
+            at = str(at)
+            day = parse_ts(at).astimezone(UTC).date()
+            start = datetime.combine(day, time(0), tzinfo=UTC)
+            bounds = {"before": format_ts(start), "after": format_ts(start + timedelta(days=1))}
+            for side, (order_sql, direction) in sides.items():
+                parts.append(
+                    "SELECT * FROM (SELECT CAST(? AS TEXT), CAST(? AS TEXT), r.id FROM records r"
+                    f" WHERE {where} AND {same} AND {order_sql}"
+                    f" ORDER BY r.event_at {direction}, r.id {direction} LIMIT 1) AS {side}_{len(parts)}"
+                )
+                args += [rid, side, *params, rid, rid, at, rid, bounds[side]]
+        rows = await self.db.fetchall(" UNION ALL ".join(parts), args)
+        found: dict[str, dict[str, str]] = {str(rid): {} for rid, _ in readable}
+        for anchor, side, rid in rows:
+            found[str(anchor)][str(side)] = str(rid)
+        return {anchor: (got.get("before"), got.get("after")) for anchor, got in found.items()}
 
     async def _eligible_upto(
         self,

@@ -386,6 +386,10 @@ _V11 = (
     )""",
 )
 
+# The records beside a search's best matches on a day too busy to read whole (a bulk import):
+# each found by one lookup in (scope, event time, id) order (Store.eligible_beside).
+_V12 = ("CREATE INDEX records_scope_order ON records(scope_kind, scope_id, event_at, id)",)
+
 
 async def _backfill_sources(db: Database) -> None:
     """One ``record_sources`` row per record and per counted reinforcement; FTS aliases re-scoped.
@@ -498,6 +502,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(9, "full-text rows found by record id", _V9),
     Migration(10, "activation and its review queue", _V10),
     Migration(11, "passage vectors of long records", _V11),
+    Migration(12, "records in scope and event order", _V12),
 )
 LATEST_VERSION = MIGRATIONS[-1].version
 

@@ -54,6 +54,7 @@ async def test_postgres_databases_at_version_7_migrate_to_the_latest() -> None:
     store = await Store.open(url)
     for table in ("passage_vectors", "activation_reviews", "record_activation", "store_items"):
         await store.db.execute_atomic(f"DROP TABLE {table}")
+    await store.db.execute_atomic("DROP INDEX records_scope_order")
     await store.db.execute_atomic("DELETE FROM schema_migrations WHERE version >= 8")
     await store.close()
     store = await Store.open(url)

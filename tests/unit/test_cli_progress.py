@@ -320,6 +320,7 @@ async def _at_version_7(location: Path | str) -> None:
     try:
         for table in ("passage_vectors", "activation_reviews", "record_activation", "store_items"):
             await store.db.execute_atomic(f"DROP TABLE {table}")
+        await store.db.execute_atomic("DROP INDEX records_scope_order")
         await store.db.execute_atomic("DELETE FROM schema_migrations WHERE version >= 8")
     finally:
         await store.close()
@@ -330,7 +331,7 @@ def test_migrate_counts_the_migrations_it_applies(
 ) -> None:
     location = store_location("old.sqlite")
     asyncio.run(_at_version_7(location))
-    assert LATEST_VERSION == 11, "four migrations to apply"
+    assert LATEST_VERSION == 12, "five migrations to apply"
     calls: list[tuple[int, int]] = []
     drawn = Operation.progress
 
@@ -341,7 +342,7 @@ def test_migrate_counts_the_migrations_it_applies(
     monkeypatch.setattr(Operation, "progress", recorded)
     monkeypatch.setattr("retold.cli.common._stderr_is_terminal", lambda: True)
     shown = invoke("migrate", "--store", location)
-    assert calls == [(0, 4), (1, 4), (2, 4), (3, 4), (4, 4)]
-    assert "migrating" in shown.stderr and "4/4" in shown.stderr
+    assert calls == [(0, 5), (1, 5), (2, 5), (3, 5), (4, 5), (5, 5)]
+    assert "migrating" in shown.stderr and "5/5" in shown.stderr
     assert len(shown.stdout.splitlines()) == 1 and SUMMARY.match(shown.stdout.strip())
     assert shown.stdout.startswith(f"{location}: schema version {LATEST_VERSION} in ")

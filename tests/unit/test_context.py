@@ -48,10 +48,12 @@ def test_neighbours_fuse_at_their_weight_in_anchor_order_after_the_context_hits(
     assert by_id["n"].in_context and not by_id["a"].in_context
 
 
-async def _diary(path: Any, *, anchors: int, neighbours: int = 0) -> tuple[World, dict[str, str]]:
+async def _diary(
+    path: Any, *, anchors: int, neighbours: int = 0, busy: int = 300
+) -> tuple[World, dict[str, str]]:
     config = retold.Config().override({
         "retrieval.per_generator_k": 5, "retrieval.context_anchors": anchors,
-        "retrieval.neighbour_anchors": neighbours,
+        "retrieval.neighbour_anchors": neighbours, "retrieval.context_max_records": busy,
     })  # fmt: skip
     world = await make_world(path, config=config)
     rt, p = world.rt, world.p
@@ -160,8 +162,48 @@ async def test_neighbours_are_the_records_beside_an_anchor_in_its_scope_and_day(
         await world.rt.close()
 
 
-async def test_a_search_fuses_the_neighbours_of_its_best_match_and_logs_them(store_location: Any) -> None:
-    world, ids = await _diary(store_location("fused.sqlite"), anchors=0, neighbours=1)
+async def test_the_records_beside_an_anchor_are_read_one_lookup_each_however_busy_the_day(
+    store_location: Any,
+) -> None:
+    world, ids = await _diary(store_location("beside.sqlite"), anchors=0)
+    try:
+        rt, p = world.rt, world.p
+        other = await rt.host.ingest(p, WriteRequest(  # the same day and time, another scope
+            type="episodic", content="Agent note about the trip.", scope=p.private_scope,
+            source_kind="agent_inference", event_at=START + timedelta(days=20), trusted=True,
+        ))  # fmt: skip
+        assert other.ok, other
+        hike, before = ids["We hiked up Ben Nevis in the fog."], ids["Errands and chores, list 20."]
+        fish = ids["Fish and chips afterwards in Fort William."]
+        now = START + timedelta(days=40)
+
+        async def beside(anchors: list[str], scopes: list[Any]) -> dict[str, tuple[str | None, str | None]]:
+            return await rt.store.eligible_beside(anchors, scopes, now=now)
+
+        both = [p.user_scope, p.private_scope]
+        # One event time for all three (a bulk import's): the order is the writes' (UUIDv7 ids).
+        assert await beside([hike, fish, before], both) == {
+            hike: (before, fish),
+            fish: (hike, None),
+            before: (None, hike),  # never across a day
+        }
+        assert await beside([str(other.record_id)], both) == {str(other.record_id): (None, None)}
+        # Only what the caller may read: an anchor outside its scopes, or an unknown id, is left out.
+        assert await beside([str(other.record_id), "no-such-record"], [p.user_scope]) == {}
+        assert await beside([], both) == {}
+        await rt.reviser.expire(fish, reason="gone", actor="ops")  # no longer eligible: skipped
+        assert (await beside([hike], both))[hike] == (before, None)
+    finally:
+        await world.rt.close()
+
+
+@pytest.mark.parametrize("busy", [300, 2], ids=["day-read", "day-too-busy"])
+async def test_a_search_fuses_the_neighbours_of_its_best_match_and_logs_them(
+    store_location: Any, busy: int
+) -> None:
+    # With the day too busy to read whole (3 records over a bound of 2, as a bulk import's
+    # would be), the neighbours are read one lookup each and found all the same.
+    world, ids = await _diary(store_location("fused.sqlite"), anchors=0, neighbours=1, busy=busy)
     try:
         rt, p = world.rt, world.p
         response = await rt.search(p, SearchRequest(queries=["Where did we hike up Ben Nevis?"], gate=False))

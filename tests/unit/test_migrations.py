@@ -77,7 +77,7 @@ def applied_migrations(path: Path) -> list[tuple[int, str, str]]:
 
 
 async def test_fresh_database_reaches_latest_version_with_every_spec_table(store: Store) -> None:
-    assert LATEST_VERSION == 11
+    assert LATEST_VERSION == 12
     assert await store.schema_version() == LATEST_VERSION
     assert set(await store.tables()) >= SPEC_TABLES
     assert await store.records_version() == 0
@@ -138,7 +138,7 @@ async def test_migrate_to_a_target_stops_there(store_path: Path) -> None:
     try:
         assert await migrate(db, target=1) == [1]
         assert await migrate(db, target=3) == [2, 3]
-        assert await migrate(db) == [4, 5, 6, 7, 8, 9, 10, 11]
+        assert await migrate(db) == [4, 5, 6, 7, 8, 9, 10, 11, 12]
     finally:
         await db.close()
     assert "subject_entity_id" in table_columns(store_path, "records")
@@ -428,7 +428,7 @@ async def test_migration_7_keys_sessions_by_owner_and_keeps_every_source(store_p
                     '"evidence": "tea: yes"}',
                 ),
             )
-        assert await migrate(db) == [7, 8, 9, 10, 11]
+        assert await migrate(db) == [7, 8, 9, 10, 11, 12]
     finally:
         await db.close()
 

@@ -398,6 +398,7 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
           PRIMARY KEY (record_id, ordinal)
         )""",
     ),
+    12: ("CREATE INDEX records_scope_order ON records(scope_kind, scope_id, event_at, id)",),
 }
 
 
