@@ -200,6 +200,27 @@ def eligible_where(
     return where, params
 
 
+def live_where(
+    scopes: Sequence[Scope],
+    *,
+    now: datetime,
+    types: Sequence[str] | None,
+    since: datetime | None,
+    until: datetime | None,
+    include_history: bool,
+    exclude_source_kinds: Sequence[str],
+) -> tuple[str, list[Any]]:
+    """:func:`eligible_where` with the expiry bound at ``now`` (none with ``include_history``)."""
+    where, params = eligible_where(
+        scopes, types=types, since=since, until=until, include_history=include_history,
+        exclude_source_kinds=exclude_source_kinds,
+    )  # fmt: skip
+    if not include_history:
+        where += _UNEXPIRED
+        params.append(format_ts(now))
+    return where, params
+
+
 class EligibleMixin:
     """The hard filter of spec §10 step 3 as SQL, and its cache kept current across writes."""
 
@@ -325,13 +346,10 @@ class EligibleMixin:
         readable = [(rid, at) for rid, at, kind, sid in rows if Scope(kind, sid) in wanted]
         if not readable:
             return {}
-        where, params = eligible_where(
-            scopes, types=types, since=since, until=until, include_history=include_history,
+        where, params = live_where(
+            scopes, now=now, types=types, since=since, until=until, include_history=include_history,
             exclude_source_kinds=exclude_source_kinds,
         )  # fmt: skip
-        if not include_history:
-            where += _UNEXPIRED
-            params.append(format_ts(now))
         # The anchor's own scope, one side of it in (event_at, id) order, inside its UTC day.
         same = (
             "r.scope_kind = (SELECT a.scope_kind FROM records a WHERE a.id = ?)"
@@ -380,13 +398,10 @@ class EligibleMixin:
         parameters), or None once more than ``cap`` match."""
         if not scopes:
             return []
-        where, params = eligible_where(
-            scopes, types=types, since=since, until=until, include_history=include_history,
+        where, params = live_where(
+            scopes, now=now, types=types, since=since, until=until, include_history=include_history,
             exclude_source_kinds=exclude_source_kinds,
         )  # fmt: skip
-        if not include_history:
-            where += _UNEXPIRED
-            params.append(format_ts(now))
         rows = await self.db.fetchall(
             f"SELECT {columns} FROM records r WHERE {where}{tail} LIMIT ?", [*params, *extra, cap + 1]
         )
