@@ -98,6 +98,7 @@ class Beside:
 
 
 def replies_of(askers: Sequence[str], sides: dict[str, tuple[str | None, str | None]]) -> dict[str, str]:
+    """For each asker with a record after it: that record (the turn that answers it)."""
     return {rid: after for rid in askers if (after := sides.get(rid, (None, None))[1]) is not None}
 
 
