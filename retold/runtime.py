@@ -39,7 +39,7 @@ from retold.util import Clock, SystemClock
 
 if TYPE_CHECKING:
     from retold.ingest.extraction.run import ExtractionResult, ExtractionServices
-    from retold.retrieve.retriever import SearchRun, SearchServices
+    from retold.retrieve.search_run import SearchRun, SearchServices
 
 __all__ = ["Runtime", "open_runtime"]
 
@@ -163,7 +163,7 @@ class Runtime:
     def search_services(self) -> SearchServices:
         """What the search stages use: this runtime's store, models and config, nothing else (built once)."""
         if self._search_services is None:
-            from retold.retrieve.retriever import SearchServices
+            from retold.retrieve.search_run import SearchServices
 
             self._search_services = SearchServices(
                 config=self.config, store=self.store, clock=self.clock, embedder=self.embedder,

@@ -1,13 +1,13 @@
 """The search pipeline of spec §10.1 as five async stages over one :class:`SearchRun`.
 
 ``prepare`` (rewrite, scopes, hard filter, index refresh) → ``generate`` (embed, dense,
-lexical, entity) → ``rank`` (fuse, freshness) → ``gate`` (gate, dedup) → ``rerank``
-(optional) → ``respond`` (budget, explain, log). Each stage is a plain async function of
-the services it uses (:class:`SearchServices`) and the run, so it is testable without a
-graph; ``retold.graph_nodes.search`` wires them
-into a compiled LangGraph graph. The hard filter runs before any ranking and every later
-stage re-checks membership in ``eligible``, so no channel can surface a record the caller
-may not read.
+lexical, entity) → ``rank`` (fuse, the passes beside the best, freshness:
+retold.retrieve.ranking) → ``gate`` (gate, dedup) → ``rerank`` (optional) → ``respond``
+(budget, explain, log). Each stage is a plain async function of the services it uses
+(:class:`~retold.retrieve.search_run.SearchServices`) and the run, so it is testable without
+a graph; ``retold.graph_nodes.search`` wires them into a compiled LangGraph graph. The hard
+filter runs before any ranking and every later stage re-checks membership in ``eligible``,
+so no channel can surface a record the caller may not read.
 """
 
 from __future__ import annotations
@@ -16,185 +16,44 @@ import asyncio
 import dataclasses
 import os
 import time
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from datetime import timedelta
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from retold.errors import InvalidArgumentError
-from retold.models import (
-    RECORD_TYPES,
-    Candidate,
-    Principal,
-    Record,
-    Scope,
-    SearchRequest,
-    SearchResponse,
-    SearchResult,
-)
+from retold.models import Candidate, Record, SearchResponse, SearchResult
 from retold.policy.grants import readable_scopes
 from retold.retrieve.budget import fill_budget
-from retold.retrieve.context import (
-    AnchorDays,
-    Beside,
-    anchor_days,
-    read_anchor_days,
-    read_beside,
-    same_day_hits,
-)
 from retold.retrieve.dedup import collapse_duplicates
 from retold.retrieve.entity_search import QueryEntities, alias_candidates, entity_search, selective_aliases
 from retold.retrieve.explain import build_explanation
-from retold.retrieve.freshness import apply_freshness
-from retold.retrieve.fusion import fuse, logged_flags
 from retold.retrieve.gate import GateSubject, empty_reason, gate
 from retold.retrieve.lexical import lexical_search
-from retold.retrieve.passage_scores import lift, ranked
+from retold.retrieve.passage_scores import ranked
 from retold.retrieve.query_focus import without_mentions
-from retold.retrieve.query_kind import about_self, asks
-from retold.retrieve.replies import holds_question, reply_list
+from retold.retrieve.ranking import load_facts, passage_cosines, rank
 from retold.retrieve.rewrite import rewrite_stage
 from retold.retrieve.search_log import log_row
-from retold.retrieve.subjects import about_someone_else
-from retold.retrieve.time_answers import asks_when, tells_time, time_answers
-from retold.retrieve.time_window import TimeWindow, eligible_within, interleave, query_windows, told_within
-from retold.store.store import FACT_SNIPPET_CHARS
-from retold.util import new_id
+from retold.retrieve.search_run import (
+    MAX_K,
+    MAX_QUERIES,
+    SEARCH_STAGES,
+    SearchRun,
+    SearchServices,
+    run_floors,
+    validate_request,
+)
+from retold.retrieve.time_window import eligible_within, interleave, query_windows, told_within
 
 if TYPE_CHECKING:
-    from retold.config import Config, GateFloors
-    from retold.index.dense import DenseSearch
-    from retold.store import Store
-    from retold.util import Clock
+    from datetime import datetime
+
+    from retold.config import GateFloors
 
 __all__ = [
-    "SEARCH_STAGES", "SearchRun", "SearchServices", "gate_stage", "generate", "prepare", "rank", "rerank",
-    "respond", "validate_request",
+    "MAX_K", "MAX_QUERIES", "SEARCH_STAGES", "SearchRun", "SearchServices", "gate_stage", "generate",
+    "prepare", "rank", "rerank", "respond", "run_floors", "validate_request",
 ]  # fmt: skip
-
-MAX_QUERIES = 3
-MAX_K = 50
-
-
-SEARCH_STAGES: tuple[str, ...] = (
-    "rewrite", "scopes", "filter", "index_refresh", "embed", "dense", "lexical", "entity", "fuse",
-    "freshness", "gate", "dedup", "rerank", "budget", "explain", "log",
-)  # fmt: skip
-"""Every search stage, in order: each response and search_log row carries all of them (0.0 when one
-was skipped); the log row lacks only ``log`` itself, still running when the row is written."""
-
-
-@dataclass(frozen=True, slots=True)
-class SearchServices:
-    """What the search stages use, and nothing else: the runtime builds one per search."""
-
-    config: Config
-    store: Store
-    clock: Clock
-    embedder: Any
-    dense: DenseSearch
-    rewriter: Any
-    reranker: Any
-
-
-@dataclass
-class SearchRun:
-    """Everything one search computes; the log row is written from it."""
-
-    principal: Principal
-    request: SearchRequest
-    search_id: str = field(default_factory=new_id)
-    started_at: datetime | None = None
-    t0: float = field(default_factory=time.perf_counter)
-    warm: bool = False
-    timings: dict[str, float] = field(default_factory=dict)
-    queries: list[str] = field(default_factory=list)
-    dense_queries: list[str] = field(default_factory=list)  # what the dense channel embedded
-    windows: list[TimeWindow] = field(default_factory=list)  # event-time windows the query names
-    in_windows: set[str] = field(default_factory=set)  # the eligible records inside them
-    qvecs: np.ndarray | None = None  # the dense query vectors, for the context pass
-    # (texts, their vectors on the way): the query embedding, started as soon as its text is known
-    embedding: tuple[list[str], asyncio.Future[np.ndarray]] | None = None
-    floors: GateFloors | None = None  # set once by run_floors
-    context: list[tuple[str, float]] = field(default_factory=list)  # the same-day context hits
-    neighbours: list[tuple[str, float]] = field(default_factory=list)  # beside the best matches
-    rewrite_status: str = "disabled"
-    scopes: list[Scope] = field(default_factory=list)
-    eligible: set[str] = field(default_factory=set)
-    index_refresh: str = ""
-    dense: list[tuple[str, float]] = field(default_factory=list)
-    windowed: list[tuple[str, float]] = field(default_factory=list)  # the best inside the query's dates
-    from_passage: set[str] = field(default_factory=set)  # dense scores that are a passage's
-    lexical: list[Any] = field(default_factory=list)
-    entity: list[Any] = field(default_factory=list)
-    candidates: list[Candidate] = field(default_factory=list)  # fused, freshness applied, eligible only
-    fused_log: list[list[Any]] = field(default_factory=list)
-    records: dict[str, Record] = field(default_factory=dict)
-    snippets: dict[str, str] = field(default_factory=dict)  # short text of candidates not loaded whole
-    prefetch_ms: float = 0.0
-    broad_entities: list[str] = field(default_factory=list)  # named, but too broad to select
-    named: dict[str, str] = field(default_factory=dict)  # entity id -> kind, for those the query names
-    own_entities: frozenset[str] = frozenset()  # the searcher's own person entities
-    about_read: set[str] = field(default_factory=set)  # candidates whose 'about' links were read
-    other_subject: set[str] = field(default_factory=set)  # about someone else (retold.retrieve.subjects)
-    time_answers: list[str] = field(default_factory=list)  # tell a time; the query asks when
-    reply_of: dict[str, str] = field(default_factory=dict)  # asker -> its reply (retold.retrieve.replies)
-    replies: list[str] = field(default_factory=list)  # the replies, in their askers' order
-    subjects: dict[str, GateSubject] = field(default_factory=dict)
-    kept: list[Candidate] = field(default_factory=list)
-    gated_out: list[tuple[str, str]] = field(default_factory=list)
-    deduped_out: list[tuple[str, str, float]] = field(default_factory=list)
-    reranked: list[list[Any]] | None = None
-    reranked_out: list[list[Any]] = field(default_factory=list)
-    rerank_status: str = "disabled"
-    rerank_error: str | None = None
-    response: SearchResponse | None = None
-
-    def mark(self, stage: str, since: float) -> float:
-        now = time.perf_counter()
-        self.timings[stage] = round((now - since) * 1000.0, 3)
-        return now
-
-
-def validate_request(request: SearchRequest) -> SearchRequest:
-    """Refuse a malformed request before any work; the tool layer turns this into invalid_input."""
-    queries = (
-        [q.strip() for q in request.queries if isinstance(q, str)]
-        if isinstance(request.queries, list)
-        else []
-    )
-    if not queries or len(queries) != len(request.queries) or not all(queries) or len(queries) > MAX_QUERIES:
-        raise InvalidArgumentError("queries must be a list of 1 to 3 non-blank strings")
-    if request.types is not None and any(t not in RECORD_TYPES for t in request.types):
-        raise InvalidArgumentError(f"types must be drawn from {', '.join(RECORD_TYPES)}")
-    if request.k is not None and (not isinstance(request.k, int) or not 1 <= request.k <= MAX_K):
-        raise InvalidArgumentError(f"k must be an integer from 1 to {MAX_K}")
-    if request.trigger not in ("tool", "auto"):
-        raise InvalidArgumentError("trigger must be 'tool' or 'auto'")
-    if not isinstance(request.gate, bool):
-        raise InvalidArgumentError("gate must be true or false")
-    if request.scopes is not None and (
-        not isinstance(request.scopes, list) or not all(isinstance(s, Scope) for s in request.scopes)
-    ):
-        raise InvalidArgumentError("scopes must be a list of Scope values (or None for every readable one)")
-    if request.since and request.until and request.since > request.until:
-        raise InvalidArgumentError("since must not be after until")
-    return dataclasses.replace(request, queries=queries)
-
-
-def run_floors(config: Config, run: SearchRun) -> GateFloors:
-    """The floors this search must clear: its trigger's, for auto by whether the request's own
-    queries ask something, for both by whether they ask about the searcher (query_kind; a
-    rewriter's keywords change neither), all at zero
-    when the request turned the gate off. Worked out once per search."""
-    if run.floors is None:
-        req = run.request
-        floors = config.retrieval.gate.floors_for(
-            req.trigger, asks=asks(req.queries), about_self=about_self(req.queries)
-        )
-        run.floors = floors.for_request(req.gate)
-    return run.floors
 
 
 async def prepare(services: SearchServices, run: SearchRun) -> None:
@@ -372,7 +231,7 @@ async def generate(services: SearchServices, run: SearchRun) -> None:
     t = time.perf_counter()
     others = [h.record_id for h in run.lexical] + [h.record_id for h in run.entity]
     dense = dict((*run.dense, *run.windowed))
-    best = await _passage_cosines(services, run, [*dense, *others])
+    best = await passage_cosines(services, run, [*dense, *others])
     run.from_passage = {rid for rid, cos in best.items() if cos > dense.get(rid, -1.0)}
     run.dense = ranked(run.dense, best, k, admit=others)
     if run.windowed:
@@ -382,25 +241,8 @@ async def generate(services: SearchServices, run: SearchRun) -> None:
     # What ranking reads of the dense-only candidates (most fail the gate: not whole records).
     t = time.perf_counter()
     run.subjects = {rid: GateSubject(r.type, r.source_kind, r.event_at) for rid, r in run.records.items()}
-    await _load_facts(services, run, [rid for rid, _ in run.dense])
+    await load_facts(services, run, [rid for rid, _ in run.dense])
     run.prefetch_ms += (time.perf_counter() - t) * 1000.0
-
-
-async def _passage_cosines(
-    services: SearchServices, run: SearchRun, record_ids: list[str]
-) -> dict[str, float]:
-    """The best passage cosine of each of these records that has passages (retold.index.passages)."""
-    if run.qvecs is None or not record_ids or not services.config.embedding.passage_chars:
-        return {}
-    return await services.dense.passage_cosines(run.qvecs, record_ids)
-
-
-async def _load_facts(services: SearchServices, run: SearchRun, record_ids: list[str]) -> None:
-    """Gate subjects and short texts for candidates not loaded yet."""
-    missing = [rid for rid in record_ids if rid not in run.subjects]
-    for rid, facts in (await services.store.record_facts(missing)).items():
-        run.subjects[rid] = GateSubject(facts.type, facts.source_kind, facts.event_at)
-        run.snippets[rid] = facts.snippet
 
 
 async def in_time_windows(services: SearchServices, run: SearchRun) -> set[str]:
@@ -443,188 +285,6 @@ async def _told_later(
         return set()
     facts = await services.store.record_facts(ids)
     return {rid for rid, f in facts.items() if f.event_at and told_within(f.snippet, f.event_at, run.windows)}
-
-
-async def _fuse(services: SearchServices, run: SearchRun) -> list[Candidate]:
-    """Fuse the generators' lists (and any context pass), keep the eligible, load their facts."""
-    cfg = services.config.retrieval
-    await _read_subjects(services, run)
-    fused = fuse(
-        run.dense,
-        [(h.record_id, h.bm25, h.match) for h in run.lexical],
-        [(h.record_id, h.entity_id) for h in run.entity],
-        cfg.rrf_k,
-        context=run.context,
-        context_weight=cfg.context_weight,
-        neighbours=run.neighbours,
-        neighbour_weight=cfg.neighbour_weight,
-        other_subject=run.other_subject,
-        subject_weight=cfg.subject_weight,
-        time_answers=run.time_answers,
-        time_answer_weight=cfg.time_answer_weight,
-        replies=run.replies,
-        reply_weight=cfg.reply_weight,
-        similarity_weight=cfg.similarity_weight,
-    )
-    # Hard isolation invariant: nothing outside the eligible set goes any further.
-    fused = [c for c in fused if c.record_id in run.eligible]
-    for c in fused:
-        c.in_window = c.record_id in run.in_windows
-        c.from_passage = c.record_id in run.from_passage
-    run.fused_log = [[c.record_id, c.fused_rank, round(c.rrf_score, 6), *logged_flags(c)] for c in fused]
-    # Loaded during generate, but for the context pass's hits.
-    await _load_facts(services, run, [c.record_id for c in fused])
-    return [c for c in fused if c.record_id in run.subjects]
-
-
-async def _read_subjects(services: SearchServices, run: SearchRun) -> None:
-    """Which of the lists' records not read yet are about someone else than the query names."""
-    if not run.named:
-        return
-    listed = [rid for rid, _ in (*run.dense, *run.context, *run.neighbours)]
-    listed += [h.record_id for h in (*run.lexical, *run.entity)]
-    ids = list(dict.fromkeys(rid for rid in listed if rid not in run.about_read))
-    if ids:
-        run.about_read.update(ids)
-        about = await services.store.about_entities(ids)
-        run.other_subject |= about_someone_else(about, run.named, run.own_entities)
-
-
-async def _days_of(services: SearchServices, run: SearchRun, record_ids: list[str]) -> AnchorDays | None:
-    """The eligible records of these candidates' event days (retold.retrieve.context), the read
-    the context pass, the neighbours and the replies share."""
-    return await read_anchor_days(
-        services.store, anchor_days(run.subjects[rid].event_at for rid in record_ids), scopes=run.scopes,
-        eligible=run.eligible, request=run.request, now=run.started_at or services.clock.now(),
-        exclude_source_kinds=run_floors(services.config, run).exclude_source_kinds,
-        max_records=services.config.retrieval.context_max_records,
-    )  # fmt: skip
-
-
-async def _beside(services: SearchServices, run: SearchRun, record_ids: list[str]) -> Beside:
-    """The records just before and after these candidates, one lookup each: on a day too busy
-    to read whole, what the neighbours and the replies need (retold.retrieve.context)."""
-    return await read_beside(
-        services.store, record_ids, scopes=run.scopes, eligible=run.eligible, request=run.request,
-        now=run.started_at or services.clock.now(),
-        exclude_source_kinds=run_floors(services.config, run).exclude_source_kinds,
-    )  # fmt: skip
-
-
-async def _beside_the_best(services: SearchServices, run: SearchRun, fused: list[Candidate]) -> bool:
-    """The same-day context pass and the neighbours of the first fusion's best candidates
-    (retold.retrieve.context), over one read of their days; True when either found something."""
-    cfg = services.config.retrieval
-    assert run.qvecs is not None
-    context = fused[: cfg.context_anchors] if cfg.context_k else []
-    near = fused[: cfg.neighbour_anchors]
-    anchors = context if len(context) > len(near) else near
-    if not anchors:
-        return False
-    days: AnchorDays | Beside | None = await _days_of(services, run, [c.record_id for c in anchors])
-    if days is None:  # a day too busy to read (a bulk import): no context pass, the neighbours still
-        if not near:
-            return False
-        days, context = await _beside(services, run, [c.record_id for c in near]), []
-    if context and isinstance(days, AnchorDays):
-        inside = days.on(anchor_days(run.subjects[c.record_id].event_at for c in context))
-        skip = {c.record_id for c in context}
-        run.context = await same_day_hits(services.dense, run.qvecs, inside, skip=skip, k=cfg.context_k)
-    ids = days.neighbours([c.record_id for c in near])
-    if ids:  # their real cosines, so the gate and the log treat them as dense hits
-        cosine = dict(await services.dense.search(run.qvecs, set(ids), len(ids)))
-        run.neighbours = [(rid, cosine[rid]) for rid in ids if rid in cosine]
-    best = await _passage_cosines(services, run, [rid for rid, _ in (*run.context, *run.neighbours)])
-    if best:  # scored as the channels' candidates were; the order of each list stays its own
-        found = dict((*run.context, *run.neighbours))
-        run.from_passage |= {rid for rid, cos in best.items() if cos > found[rid]}
-        run.context = sorted(lift(run.context, best), key=lambda hit: -hit[1])
-        run.neighbours = lift(run.neighbours, best)
-    return bool(run.context or run.neighbours)
-
-
-async def _telling_time(services: SearchServices, run: SearchRun, fused: list[Candidate]) -> bool:
-    """For a query that asks when, the best candidates whose text tells a time
-    (retold.retrieve.time_answers); True when there are any."""
-    cfg = services.config.retrieval
-    depth = cfg.time_answer_depth
-    if not depth or not asks_when(run.queries):
-        return False
-    best = [c.record_id for c in fused[:depth]]
-    missing = [rid for rid in best if rid not in run.records]
-    if missing:  # kept: the survivors among them are served without another read
-        run.records.update({r.id: r for r in await services.store.get_records(missing)})
-    texts = {rid: run.records[rid].content for rid in (*best, *run.reply_of.values()) if rid in run.records}
-    run.time_answers = time_answers(best, texts, depth, cfg.time_answer_max_share, replies=run.reply_of)
-    return bool(run.time_answers)
-
-
-async def _the_replies(services: SearchServices, run: SearchRun, fused: list[Candidate]) -> bool:
-    """For a query that asks, the replies to the best candidates that hold a question
-    (retold.retrieve.replies); True when there are any."""
-    cfg = services.config.retrieval
-    if not cfg.reply_depth or run.qvecs is None or not asks(run.queries):
-        return False
-    best = [c.record_id for c in fused[: cfg.reply_depth]]
-    # A whole text is read only where the snippet was cut short before showing a question.
-    cut = [rid for rid in best if rid not in run.records and _cut_short(run.snippets.get(rid, ""))]
-    if cut:
-        run.records.update({r.id: r for r in await services.store.get_records(cut)})
-    text = {rid: run.records[rid].content for rid in best if rid in run.records}
-    askers = [rid for rid in best if holds_question(text.get(rid) or run.snippets.get(rid, ""))]
-    reply_of = await _replies(services, run, askers) if askers else {}
-    if asks_when(run.queries):  # asked when, a reply that tells no time is no answer
-        reply_of = {asker: rid for asker, rid in reply_of.items() if tells_time(run.records[rid].content)}
-    run.reply_of = await _as_dense_hits(services, run, reply_of)
-    run.replies = reply_list(askers, run.reply_of)
-    return bool(run.replies)
-
-
-def _cut_short(snippet: str) -> bool:
-    return len(snippet) >= FACT_SNIPPET_CHARS and not holds_question(snippet)
-
-
-async def _replies(services: SearchServices, run: SearchRun, askers: list[str]) -> dict[str, str]:
-    """The record just after each asker in its scope and day, loaded."""
-    days = await _days_of(services, run, askers) or await _beside(services, run, askers)
-    replies = days.replies(askers)
-    missing = [rid for rid in replies.values() if rid not in run.records]
-    if missing:
-        run.records.update({r.id: r for r in await services.store.get_records(missing)})
-    return {asker: rid for asker, rid in replies.items() if rid in run.records}
-
-
-async def _as_dense_hits(services: SearchServices, run: SearchRun, replies: dict[str, str]) -> dict[str, str]:
-    """The replies carried as neighbours with their real cosine, so that fusion, the gate and the
-    log treat them as the dense hits they are."""
-    assert run.qvecs is not None
-    listed = {rid for rid, _ in (*run.dense, *run.context, *run.neighbours)}
-    unlisted = list(dict.fromkeys(rid for rid in replies.values() if rid not in listed))
-    if unlisted:
-        cosine = dict(await services.dense.search(run.qvecs, set(unlisted), len(unlisted)))
-        run.neighbours = [*run.neighbours, *((rid, cosine[rid]) for rid in unlisted if rid in cosine)]
-        listed.update(cosine)
-    return {asker: rid for asker, rid in replies.items() if rid in listed}
-
-
-async def rank(services: SearchServices, run: SearchRun) -> None:
-    """Fuse, enforce the isolation invariant, then freshness."""
-    cfg = services.config.retrieval
-    t = time.perf_counter()
-    fused = await _fuse(services, run)
-    if run.qvecs is not None and fused and await _beside_the_best(services, run, fused):
-        fused = await _fuse(services, run)  # again, with the context and neighbour lists
-    if fused:
-        replied = await _the_replies(services, run, fused)
-        if await _telling_time(services, run, fused) or replied:
-            fused = await _fuse(services, run)  # and with the replies and the answers that tell a time
-    t = run.mark("fuse", t)
-    run.timings["fuse"] = round(run.timings["fuse"] + run.prefetch_ms, 3)  # loads done during generate
-    skip = run.request.since is not None or run.request.until is not None
-    run.candidates = apply_freshness(
-        fused, run.subjects, run.started_at or services.clock.now(), cfg.freshness, skip=skip
-    )
-    run.mark("freshness", t)
 
 
 async def gate_stage(services: SearchServices, run: SearchRun) -> None:

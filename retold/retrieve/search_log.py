@@ -14,7 +14,7 @@ from retold.policy.prompt import POLICY_VERSION
 
 if TYPE_CHECKING:
     from retold.config import Config, GateFloors
-    from retold.retrieve.retriever import SearchRun
+    from retold.retrieve.search_run import SearchRun
 
 __all__ = ["log_row"]
 

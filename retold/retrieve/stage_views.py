@@ -3,7 +3,7 @@
 The search graph's state is these views, one channel per stage, never the run itself: a
 run holds the eligible set and the query vectors (megabytes at 50K records), a view holds
 the top of each list with a short text, so every node's update stays a few kilobytes
-whatever the store's size. Pure functions of a :class:`~retold.retrieve.retriever.SearchRun`.
+whatever the store's size. Pure functions of a :class:`~retold.retrieve.search_run.SearchRun`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from retold.models import Candidate
-    from retold.retrieve.retriever import SearchRun
+    from retold.retrieve.search_run import SearchRun
 
 __all__ = ["gate_view", "generate_view", "prepare_view", "rank_view", "rerank_view", "snippet"]
 
