@@ -100,13 +100,29 @@ async def _read_subjects(services: SearchServices, run: SearchRun) -> None:
 
 async def _days_of(services: SearchServices, run: SearchRun, record_ids: list[str]) -> AnchorDays | None:
     """The eligible records of these candidates' event days (retold.retrieve.context), the read
-    the context pass, the neighbours and the replies share."""
-    return await read_anchor_days(
-        services.store, anchor_days(run.subjects[rid].event_at for rid in record_ids), scopes=run.scopes,
-        eligible=run.eligible, request=run.request, now=run.started_at or services.clock.now(),
+    the context pass, the neighbours and the replies share.
+
+    Read at most once a search: days already read whole are served from that read (each day
+    is read complete, so what is before and after a record on it is the same), and days that
+    include a set found too busy are too busy again (more days only add records).
+    """
+    days = anchor_days(run.subjects[rid].event_at for rid in record_ids)
+    wanted = frozenset(start for start, _ in days)
+    if run.days_read is not None and wanted <= run.days_read[0]:
+        return run.days_read[1]
+    if any(crowded <= wanted for crowded in run.crowded_days):
+        return None
+    found = await read_anchor_days(
+        services.store, days, scopes=run.scopes, eligible=run.eligible, request=run.request,
+        now=run.started_at or services.clock.now(),
         exclude_source_kinds=run_floors(services.config, run).exclude_source_kinds,
         max_records=services.config.retrieval.context_max_records,
     )  # fmt: skip
+    if found is None:
+        run.crowded_days.append(wanted)
+    else:
+        run.days_read = (wanted, found)
+    return found
 
 
 async def _beside(services: SearchServices, run: SearchRun, record_ids: list[str]) -> Beside:

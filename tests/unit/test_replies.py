@@ -63,10 +63,13 @@ ASKED = {
 }
 
 
-async def _conversation(store_location: Any, name: str, depth: int) -> tuple[Any, Any, list[str], str]:
+async def _conversation(
+    store_location: Any, name: str, depth: int, **retrieval: Any
+) -> tuple[Any, Any, list[str], str]:
     config = retold.Config().override({
         "retrieval.reply_depth": depth, "retrieval.neighbour_anchors": 0, "retrieval.context_k": 0,
         "retrieval.per_generator_k": 3, "retrieval.time_answer_depth": 3,
+        **{f"retrieval.{key}": value for key, value in retrieval.items()},
     })  # fmt: skip
     world = await make_world(store_location(name), config=config)
     rt, p = world.rt, world.p
@@ -132,6 +135,34 @@ async def test_the_reply_to_a_question_like_the_searchers_joins_fusion(store_loc
         assert read_flags(fused[ids[2]]).tells_time
         for query in UNANSWERED:
             assert await _scores(rt, p, ids, query) == before[query]
+    finally:
+        await rt.close()
+
+
+@pytest.mark.parametrize("busy", [300, 2], ids=["day-read", "day-too-busy"])
+async def test_a_search_reads_its_anchors_days_once_for_the_neighbours_and_the_replies(
+    store_location: Any, busy: int
+) -> None:
+    # The neighbours' anchors and the askers share one day: the replies reuse the neighbours'
+    # read of it, or (a day too busy to read whole) do not try it again.
+    rt, p, ids, theirs = await _conversation(
+        store_location, "once.sqlite", 3, neighbour_anchors=2, context_max_records=busy
+    )
+    try:
+        reads: list[int] = []
+        read_days = rt.store.eligible_sequence_upto
+
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            found = await read_days(*args, **kwargs)
+            reads.append(-1 if found is None else len(found))
+            return found
+
+        rt.store.eligible_sequence_upto = counted
+        for query, answer in ASKED.items():
+            reads.clear()
+            fused, _ = await _fused(rt, p, query)
+            assert ids[answer] in fused and theirs not in fused
+            assert reads == ([len(CHAT)] if busy > len(CHAT) else [-1])
     finally:
         await rt.close()
 
