@@ -12,6 +12,7 @@ record the caller may not read. Freshness then orders what survives.
 from __future__ import annotations
 
 import time
+from datetime import datetime
 
 from retold.models import Candidate
 from retold.retrieve.context import (
@@ -100,28 +101,16 @@ async def _read_subjects(services: SearchServices, run: SearchRun) -> None:
 
 async def _days_of(services: SearchServices, run: SearchRun, record_ids: list[str]) -> AnchorDays | None:
     """The eligible records of these candidates' event days (retold.retrieve.context), the read
-    the context pass, the neighbours and the replies share.
-
-    Read at most once a search: days already read whole are served from that read (each day
-    is read complete, so what is before and after a record on it is the same), and days that
-    include a set found too busy are too busy again (more days only add records).
-    """
+    the context pass and the neighbours share; kept, so the replies reuse it."""
     days = anchor_days(run.subjects[rid].event_at for rid in record_ids)
-    wanted = frozenset(start for start, _ in days)
-    if run.days_read is not None and wanted <= run.days_read[0]:
-        return run.days_read[1]
-    if any(crowded <= wanted for crowded in run.crowded_days):
-        return None
     found = await read_anchor_days(
         services.store, days, scopes=run.scopes, eligible=run.eligible, request=run.request,
         now=run.started_at or services.clock.now(),
         exclude_source_kinds=run_floors(services.config, run).exclude_source_kinds,
         max_records=services.config.retrieval.context_max_records,
     )  # fmt: skip
-    if found is None:
-        run.crowded_days.append(wanted)
-    else:
-        run.days_read = (wanted, found)
+    if found is not None:
+        run.days_read = (frozenset(start for start, _ in days), found)
     return found
 
 
@@ -209,13 +198,26 @@ def _cut_short(snippet: str) -> bool:
 
 
 async def _replies(services: SearchServices, run: SearchRun, askers: list[str]) -> dict[str, str]:
-    """The record just after each asker in its scope and day, loaded."""
-    days = await _days_of(services, run, askers) or await _beside(services, run, askers)
-    replies = days.replies(askers)
+    """The record just after each asker in its scope and day, loaded: from the days this search
+    read whole, else one indexed lookup each (the same record either way, and a day is not
+    read again for a few askers)."""
+    read_days, days = run.days_read or (frozenset(), None)
+    on_read = [rid for rid in askers if days is not None and _day(run, rid) in read_days]
+    found = days.replies(on_read) if days is not None and on_read else {}
+    rest = [rid for rid in askers if rid not in on_read]
+    if rest:
+        found |= (await _beside(services, run, rest)).replies(rest)
+    replies = {rid: found[rid] for rid in askers if rid in found}
     missing = [rid for rid in replies.values() if rid not in run.records]
     if missing:
         run.records.update({r.id: r for r in await services.store.get_records(missing)})
     return {asker: rid for asker, rid in replies.items() if rid in run.records}
+
+
+def _day(run: SearchRun, record_id: str) -> datetime | None:
+    """The start of the record's UTC event day, as :func:`anchor_days` gives it."""
+    days = anchor_days([run.subjects[record_id].event_at])
+    return days[0][0] if days else None
 
 
 async def _as_dense_hits(services: SearchServices, run: SearchRun, replies: dict[str, str]) -> dict[str, str]:

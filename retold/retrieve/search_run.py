@@ -104,10 +104,8 @@ class SearchRun:
     time_answers: list[str] = field(default_factory=list)  # tell a time; the query asks when
     reply_of: dict[str, str] = field(default_factory=dict)  # asker -> its reply (retold.retrieve.replies)
     replies: list[str] = field(default_factory=list)  # the replies, in their askers' order
-    # The anchor days this search has read whole, and the sets of days found too busy to read:
-    # the passes after the first reuse them instead of reading the same days again.
+    # The anchors' days read whole (retold.retrieve.ranking): the replies reuse the read.
     days_read: tuple[frozenset[datetime], AnchorDays] | None = None
-    crowded_days: list[frozenset[datetime]] = field(default_factory=list)
     subjects: dict[str, GateSubject] = field(default_factory=dict)
     kept: list[Candidate] = field(default_factory=list)
     gated_out: list[tuple[str, str]] = field(default_factory=list)
