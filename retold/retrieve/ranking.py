@@ -1,12 +1,12 @@
 """The rank stage (spec §10.1): fusion, the passes beside the best, fusion again, freshness.
 
-The generators' lists are fused once (retold.retrieve.fusion); the best of that first
-fusion anchor the passes that find what was said beside them — the same-day context pass
-and the neighbours (retold.retrieve.context), the replies to a question like the searcher's
-(retold.retrieve.replies) and, for a query that asks when, the answers that tell a time
-(retold.retrieve.time_answers) — and each pass that finds something joins a second fusion
-as one more list. Every list is kept to the search's eligible set, so no pass can surface a
-record the caller may not read. Freshness then orders what survives.
+The generators' lists are fused once (retold.retrieve.fusion). The best of that fusion
+anchor the same-day context pass and the neighbours (retold.retrieve.context), whose records
+join a second fusion; the best of that one anchor the replies to a question like the
+searcher's (retold.retrieve.replies) and, for a query that asks when, the answers that tell
+a time (retold.retrieve.time_answers), which join a third. Every list is kept to the
+search's eligible set, so no pass can surface a record the caller may not read. Freshness
+then orders what survives.
 """
 
 from __future__ import annotations
