@@ -229,6 +229,14 @@ def writer_in_transaction(store: Store) -> bool:
     return store.db._writer.in_transaction
 
 
+async def settled(store: Store) -> None:
+    """Wait out a rollback still running behind a cancelled ``BEGIN``: it finishes in the
+    background holding the write lock (``Database.transaction``), so no write can start on
+    the connection before it is idle again, but a check made at once can see it mid-way."""
+    async with store.db._write_lock:  # the invariant under test is internal to Database
+        pass
+
+
 async def temp_id_tables(store: Store) -> list[str]:
     """Id tables left holding ids on any connection of the store.
 
@@ -412,6 +420,7 @@ async def test_temporary_id_tables_never_outlive_a_cancelled_use(
     for in_transaction in (False, True):
         for k in itertools.count(1):
             result = await attempt(lambda in_transaction=in_transaction: use(in_transaction), Cut(k))
+            await settled(store)
             assert not writer_in_transaction(store)
             assert await temp_id_tables(store) == [], k
             if not result.cancelled:
