@@ -101,16 +101,25 @@ async def _read_subjects(services: SearchServices, run: SearchRun) -> None:
 
 async def _days_of(services: SearchServices, run: SearchRun, record_ids: list[str]) -> AnchorDays | None:
     """The eligible records of these candidates' event days (retold.retrieve.context), the read
-    the context pass and the neighbours share; kept, so the replies reuse it."""
+    the context pass, the neighbours and the replies share.
+
+    Days that include a set this search found too busy are too busy again (more days only
+    add records), so they are not read twice; a read that succeeds is kept for the replies.
+    """
     days = anchor_days(run.subjects[rid].event_at for rid in record_ids)
+    wanted = frozenset(start for start, _ in days)
+    if any(crowded <= wanted for crowded in run.crowded_days):
+        return None
     found = await read_anchor_days(
         services.store, days, scopes=run.scopes, eligible=run.eligible, request=run.request,
         now=run.started_at or services.clock.now(),
         exclude_source_kinds=run_floors(services.config, run).exclude_source_kinds,
         max_records=services.config.retrieval.context_max_records,
     )  # fmt: skip
-    if found is not None:
-        run.days_read = (frozenset(start for start, _ in days), found)
+    if found is None:
+        run.crowded_days.append(wanted)
+    else:
+        run.days_read = (wanted, found)
     return found
 
 
@@ -198,15 +207,16 @@ def _cut_short(snippet: str) -> bool:
 
 
 async def _replies(services: SearchServices, run: SearchRun, askers: list[str]) -> dict[str, str]:
-    """The record just after each asker in its scope and day, loaded: from the days this search
-    read whole, else one indexed lookup each (the same record either way, and a day is not
-    read again for a few askers)."""
+    """The record just after each asker in its scope and day, loaded. An asker on a day this
+    search has read whole takes it from that read; the others' days are read (or, too busy
+    to read, looked up beside each asker), giving the same record either way."""
     read_days, days = run.days_read or (frozenset(), None)
     on_read = [rid for rid in askers if days is not None and _day(run, rid) in read_days]
     found = days.replies(on_read) if days is not None and on_read else {}
     rest = [rid for rid in askers if rid not in on_read]
     if rest:
-        found |= (await _beside(services, run, rest)).replies(rest)
+        more = await _days_of(services, run, rest) or await _beside(services, run, rest)
+        found |= more.replies(rest)
     replies = {rid: found[rid] for rid in askers if rid in found}
     missing = [rid for rid in replies.values() if rid not in run.records]
     if missing:

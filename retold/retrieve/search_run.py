@@ -104,8 +104,10 @@ class SearchRun:
     time_answers: list[str] = field(default_factory=list)  # tell a time; the query asks when
     reply_of: dict[str, str] = field(default_factory=dict)  # asker -> its reply (retold.retrieve.replies)
     replies: list[str] = field(default_factory=list)  # the replies, in their askers' order
-    # The anchors' days read whole (retold.retrieve.ranking): the replies reuse the read.
+    # The last days read whole, and the sets of days found too busy to read (retold.retrieve.
+    # ranking): the replies reuse the one and do not try the others again.
     days_read: tuple[frozenset[datetime], AnchorDays] | None = None
+    crowded_days: list[frozenset[datetime]] = field(default_factory=list)
     subjects: dict[str, GateSubject] = field(default_factory=dict)
     kept: list[Candidate] = field(default_factory=list)
     gated_out: list[tuple[str, str]] = field(default_factory=list)
