@@ -343,25 +343,21 @@ class EligibleMixin:
         ) if anchors and scopes else []  # fmt: skip
         # By id alone (the planner would otherwise walk a busy scope), then the scopes here.
         wanted = set(scopes)
-        readable = [(rid, at) for rid, at, kind, sid in rows if Scope(kind, sid) in wanted]
+        readable = [row for row in rows if Scope(row[2], row[3]) in wanted]
         if not readable:
             return {}
         where, params = live_where(
             scopes, now=now, types=types, since=since, until=until, include_history=include_history,
             exclude_source_kinds=exclude_source_kinds,
         )  # fmt: skip
-        # The anchor's own scope, one side of it in (event_at, id) order, inside its UTC day.
-        same = (
-            "r.scope_kind = (SELECT a.scope_kind FROM records a WHERE a.id = ?)"
-            " AND r.scope_id = (SELECT a.scope_id FROM records a WHERE a.id = ?)"
-        )
-        # Row values, so the index walks from the anchor itself, even past a million ties.
+        # The anchor's own scope, one side of it in (event_at, id) order, inside its UTC day:
+        # row values, so the index walks from the anchor itself, even past a million ties.
         sides = {
             "before": ("(r.event_at, r.id) < (?, ?) AND r.event_at >= ?", "DESC"),
             "after": ("(r.event_at, r.id) > (?, ?) AND r.event_at < ?", "ASC"),
         }
         parts, args = [], []
-        for rid, at in readable:
+        for rid, at, kind, sid in readable:
             at = str(at)
             day = parse_ts(at).astimezone(UTC).date()
             start = datetime.combine(day, time(0), tzinfo=UTC)
@@ -369,12 +365,12 @@ class EligibleMixin:
             for side, (order_sql, direction) in sides.items():
                 parts.append(
                     "SELECT * FROM (SELECT CAST(? AS TEXT), CAST(? AS TEXT), r.id FROM records r"
-                    f" WHERE {where} AND {same} AND {order_sql}"
+                    f" WHERE {where} AND r.scope_kind = ? AND r.scope_id = ? AND {order_sql}"
                     f" ORDER BY r.event_at {direction}, r.id {direction} LIMIT 1) AS {side}_{len(parts)}"
                 )
-                args += [rid, side, *params, rid, rid, at, rid, bounds[side]]
+                args += [rid, side, *params, kind, sid, at, rid, bounds[side]]
         rows = await self.db.fetchall(" UNION ALL ".join(parts), args)
-        found: dict[str, dict[str, str]] = {str(rid): {} for rid, _ in readable}
+        found: dict[str, dict[str, str]] = {str(row[0]): {} for row in readable}
         for anchor, side, rid in rows:
             found[str(anchor)][str(side)] = str(rid)
         return {anchor: (got.get("before"), got.get("after")) for anchor, got in found.items()}
