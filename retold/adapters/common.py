@@ -166,11 +166,15 @@ def run_principal(context: Any, config: RunnableConfig | None, *, require_sessio
 
 
 def current_context() -> Any:
-    """The LangGraph run context of the node or tool being executed, or None outside a run."""
+    """The LangGraph run context of the node or tool being executed, or None outside a run.
+
+    A LangChain runnable or tool invoked outside a graph has a config but no LangGraph
+    runtime in it (``get_runtime()`` is then None): that is the outside-a-run case too.
+    """
     from langgraph.runtime import get_runtime
 
     try:
-        return get_runtime().context
+        return getattr(get_runtime(), "context", None)
     except (RuntimeError, KeyError):
         return None
 

@@ -11,11 +11,25 @@
   read answers like an empty one (get → None, search → []), a put or delete where it cannot write
   raises :class:`StoreRefusedError` carrying the tools' ``{"ok": False, "error":
   "scope_not_writable", ...}``.
-* **Who is calling**: agent = ``agent_id``; user = the namespace's user (for a project
-  namespace: ``configurable.user_id`` / ``langgraph_user_id`` / the run context's ``user_id``,
-  else ``default_user_id``); session = the run's ``thread_id``, outside a run
-  ``integrations.default_session_id``. Read from the caller's run at call time, never from
-  the background batch task.
+* **Who is calling** (:func:`~retold.adapters.langgraph_namespaces.run_caller`): agent =
+  ``agent_id``; user = the run's (``configurable.user_id`` / ``langgraph_user_id`` / the run
+  context's ``user_id``), else the namespace's, else ``default_user_id``; session = the run's
+  ``thread_id``, outside a run ``integrations.default_session_id``. Read from the caller's run
+  at call time, never from the background batch task.
+* **Served runs act as the authenticated user.** In a run a LangGraph server serves
+  (``langgraph_auth_user`` in its config) the user is that user's ``identity``, exactly as for
+  the middleware and tools (:mod:`retold.graph_nodes.identity`); a run naming anyone else, or
+  a namespace of another user, raises :class:`StoreIdentityError` (``identity_mismatch``)
+  before anything is read or written, and a served run nobody is authenticated on raises it
+  (``unauthenticated``) unless ``RETOLD_GRAPH_IDENTITY=input``. A request an authenticated
+  user makes to the server's ``/store`` API acts as them too. Outside a server nothing changes.
+* **Outside a run** (host code; a LangChain ``@tool`` or ``RunnableLambda`` invoked outside a
+  graph) the namespace names the user unless the call's config names one, and
+  ``list_namespaces`` is the operator's view: every namespace of the scopes this agent holds
+  read grants on, whoever's they are (user ids and the labels they chose). Inside a run that
+  knows its user it lists only what that user may read.
+* **TTL** is bounded by what a date holds: a ttl expiring after 9999-01-01 is refused
+  (``invalid_input``) before anything is written; a refresh on read stops at that date.
 * **Writes go through the tools**: a put is ``memory_write`` (an episodic memory in the
   namespace's scope; evidence, dedup, audit as usual) or, for a key whose record only it uses,
   ``memory_revise`` supersede; a delete is ``memory_forget`` once no other key uses the record.
@@ -36,7 +50,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from langgraph.store.base import (
@@ -75,6 +89,7 @@ from retold.adapters.langgraph_values import (
     SWEEP_EVERY_S,
     RetoldSearchItem,
     StoreArgumentError,
+    StoreIdentityError,
     StoreNamespaceError,
     StoreRefusedError,
     bounded_int,
@@ -86,8 +101,10 @@ from retold.adapters.langgraph_values import (
     check_ttl,
     check_value,
     dump_value,
+    expiry_after,
     explanation_of,
     filter_matches,
+    identity_refused,
     is_live,
     item_of,
     namespace_matches,
@@ -120,6 +137,7 @@ __all__ = [
     "RetoldSearchItem",
     "RetoldStore",
     "StoreArgumentError",
+    "StoreIdentityError",
     "StoreNamespaceError",
     "StoreRefusedError",
 ]
@@ -389,7 +407,7 @@ class RetoldStore(ProfileAccess, AsyncBatchedBaseStore):
                 await self._put(op, caller)
             return None
         if isinstance(op, ListNamespacesOp):
-            return await self._list_namespaces(op)
+            return await self._list_namespaces(op, caller)
         raise InvalidArgumentError(f"RetoldStore cannot execute {type(op).__name__}")
 
     async def _maybe_sweep(self) -> None:
@@ -410,6 +428,15 @@ class RetoldStore(ProfileAccess, AsyncBatchedBaseStore):
                 "('memories', 'project', <project_id>, ...), or configure RetoldStore(namespaces=...)"
             )
         return target
+
+    def _own(self, target: NamespaceTarget, caller: Caller, namespace: tuple[str, ...]) -> None:
+        """A caller a LangGraph server authenticated may only name its own user's namespaces."""
+        if caller.authenticated and target.user_id is not None and target.user_id != caller.user_id:
+            raise identity_refused(
+                "identity_mismatch",
+                f"namespace {show_namespace(namespace)} belongs to another user than the authenticated "
+                "one: a served run acts only as its authenticated user",
+            )
 
     def _principal(self, target: NamespaceTarget, caller: Caller) -> Principal:
         """Agent, user and session for one op. Inside a run that names its user, that user acts:
@@ -450,6 +477,7 @@ class RetoldStore(ProfileAccess, AsyncBatchedBaseStore):
 
     async def _get(self, op: GetOp, caller: Caller) -> Item | None:
         target = self._target(op.namespace)
+        self._own(target, caller, op.namespace)
         if not isinstance(op.key, str) or not op.key or len(op.key) > MAX_KEY_CHARS:
             return None
         principal = self._principal(target, caller)
@@ -483,7 +511,7 @@ class RetoldStore(ProfileAccess, AsyncBatchedBaseStore):
         """``refresh_ttl``: the item's TTL restarts; its record's expiry only ever moves later."""
         if row.ttl_minutes is None:
             return row
-        expires = now + timedelta(minutes=row.ttl_minutes)
+        expires = expiry_after(now, row.ttl_minutes)
         await self._rt.store.set_store_item_expiry(row.namespace, row.key, expires)
         if row.record_id is not None:
             record = await self._rt.store.get_record(row.record_id)
@@ -495,12 +523,13 @@ class RetoldStore(ProfileAccess, AsyncBatchedBaseStore):
 
     async def _put(self, op: PutOp, caller: Caller) -> None:
         target = self._target(op.namespace)
+        self._own(target, caller, op.namespace)
         check_namespace_for_write(op.namespace)
         if is_profile_key(op.key):
             raise profile_refused(op.key)
         key = check_key(op.key)
         value = check_value(op.value)
-        ttl = check_ttl(op.ttl)
+        ttl = check_ttl(op.ttl, self._rt.clock.now())  # before anything is written: no half-write
         fields = check_index(op.index)
         principal = self._principal(target, caller)
         write_target = await self._write_target(principal, target.scope)
@@ -550,7 +579,7 @@ class RetoldStore(ProfileAccess, AsyncBatchedBaseStore):
                     record_id, outcome = result["record_id"], str(result.get("outcome"))
             elif sole and old is not None and is_live(old, now):
                 await self._forget(principal, old.id, "a LangGraph store put made this key unindexed")
-            expires = now + timedelta(minutes=ttl) if ttl is not None else None
+            expires = expiry_after(now, ttl) if ttl is not None else None
             if expires is not None and record_id is not None and outcome != "unchanged":
                 fresh = outcome.startswith(("created", "superseded"))
                 record = await store.get_record(record_id)
@@ -584,6 +613,7 @@ class RetoldStore(ProfileAccess, AsyncBatchedBaseStore):
 
     async def _delete(self, op: PutOp, caller: Caller) -> None:
         target = self._target(op.namespace)
+        self._own(target, caller, op.namespace)
         if is_profile_key(op.key):
             raise profile_refused(op.key)
         principal = self._principal(target, caller)
@@ -617,6 +647,7 @@ class RetoldStore(ProfileAccess, AsyncBatchedBaseStore):
     async def _search(self, op: SearchOp, caller: Caller) -> list[SearchItem]:
         prefix = tuple(op.namespace_prefix)
         target = self._target(prefix)
+        self._own(target, caller, prefix)
         limit, offset = (
             bounded_int(op.limit, 0, 1000, "limit"),
             bounded_int(op.offset, 0, 1_000_000, "offset"),
@@ -706,26 +737,48 @@ class RetoldStore(ProfileAccess, AsyncBatchedBaseStore):
 
     # --- list_namespaces --------------------------------------------------------------------
 
-    async def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
-        """Namespaces of the scopes this agent holds read grants on (there is no user to ask for)."""
+    async def _list_namespaces(self, op: ListNamespacesOp, caller: Caller) -> list[tuple[str, ...]]:
+        """Namespaces the caller may read: inside a run that knows its user, only what that user
+        may read (their own namespaces, and the projects and shared scopes granted); outside
+        one (host code, an operator) those of every scope this agent holds read grants on."""
         limit = bounded_int(op.limit, 0, 10_000, "limit")
         offset = bounded_int(op.offset, 0, 1_000_000, "offset")
         if op.max_depth is not None:
             bounded_int(op.max_depth, 1, MAX_NAMESPACE_DEPTH * 4, "max_depth")
         store, now = self._rt.store, self._rt.clock.now()
-        grants = await store.grants_for(self.agent_id, can_read=True)
-        scopes = [g.scope for g in grants if g.agent_id == self.agent_id and not g.scope.is_private]
+        if caller.user_id:
+            principal = self._run_principal(caller)
+            scopes = [s for s in await readable_scopes(store, principal) if not s.is_private]
+        else:
+            grants = await store.grants_for(self.agent_id, can_read=True)
+            scopes = [g.scope for g in grants if g.agent_id == self.agent_id and not g.scope.is_private]
         found: set[tuple[str, ...]] = set()
         for text in await store.store_namespaces(scopes, now=now):
             namespace = ns_tuple(text)
             mapped = self.namespaces.target(namespace)
-            if mapped is not None and mapped.scope in scopes:
+            if mapped is not None and mapped.scope in scopes and self._listable(mapped, caller):
                 found.add(namespace)
         for scope in await store.scopes_with_records(scopes, now=now):
             root = self.namespaces.namespace_for(scope)
-            if root is not None:
+            mapped = self.namespaces.target(tuple(root)) if root is not None else None
+            if root is not None and (mapped is None or self._listable(mapped, caller)):
                 found.add(tuple(root))
         namespaces = [ns for ns in found if all(namespace_matches(c, ns) for c in op.match_conditions or ())]
         if op.max_depth is not None:
             namespaces = list({ns[: op.max_depth] for ns in namespaces})
         return sorted(namespaces)[offset : offset + limit]
+
+    @staticmethod
+    def _listable(target: NamespaceTarget, caller: Caller) -> bool:
+        """Inside a run, a namespace belonging to a user is listed only for that user."""
+        return not caller.user_id or target.user_id is None or target.user_id == caller.user_id
+
+    def _run_principal(self, caller: Caller) -> Principal:
+        try:
+            return Principal(
+                agent_id=self.agent_id,
+                user_id=caller.user_id,  # type: ignore[arg-type]
+                session_id=caller.thread_id or self._rt.config.integrations.default_session_id,
+            )
+        except InvalidArgumentError as exc:
+            raise StoreArgumentError(f"list_namespaces: {exc}") from None

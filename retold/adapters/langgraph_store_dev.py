@@ -10,6 +10,10 @@ the HTTP ``/store`` API.
 * Agent: ``RETOLD_STORE_AGENT`` (default ``"langgraph"``); give it grants first, e.g.
   ``retold grant langgraph user:u1 --read --write --store memory.sqlite``.
 * User for project namespaces outside a run: ``RETOLD_STORE_USER`` (optional).
+* Who is calling: with an ``Auth`` handler, a served run (and a ``/store`` API request) by an
+  authenticated user acts as that user and may name only their namespaces; without one, a
+  served run is refused unless ``RETOLD_GRAPH_IDENTITY=input``, and the ``/store`` API is
+  outside a run (the namespace names the user): keep such a server on localhost.
 """
 
 from __future__ import annotations

@@ -9,9 +9,8 @@ LangGraph ``Item`` / ``SearchItem`` objects here, and InMemoryStore's filter sem
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from langgraph.store.base import (
@@ -22,7 +21,7 @@ from langgraph.store.base import (
     SearchItem,
 )
 
-from retold.errors import InvalidArgumentError, RetoldError
+from retold.errors import IdentityError, InvalidArgumentError, RetoldError
 from retold.models import Principal, Record, Scope
 from retold.store.items import StoreItemRow
 from retold.tools import limits
@@ -33,6 +32,7 @@ if TYPE_CHECKING:
     pass
 
 __all__ = [
+    "LAST_EXPIRY",
     "LIVE",
     "MAX_KEY_CHARS",
     "MAX_LABEL_CHARS",
@@ -44,6 +44,7 @@ __all__ = [
     "SWEEP_EVERY_S",
     "RetoldSearchItem",
     "StoreArgumentError",
+    "StoreIdentityError",
     "StoreNamespaceError",
     "StoreRefusedError",
     "bounded_int",
@@ -56,13 +57,16 @@ __all__ = [
     "check_value",
     "compare_filter",
     "dump_value",
+    "expiry_after",
     "explanation_of",
     "field_text",
     "filter_matches",
     "filter_operator",
     "filter_path",
+    "identity_refused",
     "is_live",
     "item_of",
+    "max_ttl_minutes",
     "namespace_matches",
     "ns_text",
     "ns_tuple",
@@ -85,6 +89,8 @@ SCAN_LIMIT = 10_000  # entries a filtered listing reads at most
 PAGE = 200
 SWEEP_EVERY_S = 60.0
 LIVE = ("provisional", "confirmed")
+LAST_EXPIRY = datetime(9999, 1, 1, tzinfo=UTC)
+"""The latest expiry a TTL may reach: a date, stored and compared everywhere, holds up to year 9999."""
 
 
 # --- errors ----------------------------------------------------------------------------------
@@ -112,6 +118,19 @@ class StoreArgumentError(InvalidArgumentError):
 
 class StoreNamespaceError(StoreArgumentError, InvalidNamespaceError):
     """A namespace that maps to no retold scope (or is malformed); the message names it."""
+
+
+class StoreIdentityError(StoreRefusedError, IdentityError):
+    """A served call naming another user than the server's authenticated one (or nobody is).
+
+    ``code`` is ``identity_mismatch`` (the run, or the namespace, names someone else) or
+    ``unauthenticated`` (a served run without an authenticated user, outside local
+    development mode). Nothing was read or written.
+    """
+
+
+def identity_refused(code: str, message: str) -> StoreIdentityError:
+    return StoreIdentityError(code, message)
 
 
 def refusal_of(result: Mapping[str, Any]) -> StoreRefusedError:
@@ -189,17 +208,39 @@ def check_value(value: Any) -> dict[str, Any]:
     return value
 
 
-def check_ttl(ttl: Any) -> float | None:
+def check_ttl(ttl: Any, now: datetime) -> float | None:
+    """Minutes, positive and finite, whose expiry from ``now`` a date can hold; else invalid_input.
+
+    Checked before anything is written: a put with a ttl past :data:`LAST_EXPIRY` is refused
+    whole, never half-written.
+    """
     if ttl is None or ttl is NOT_PROVIDED:
         return None
     if (
         isinstance(ttl, bool)
         or not isinstance(ttl, int | float)
-        or not math.isfinite(ttl)
-        or not 0 < ttl <= 5.256e9
+        or not 0 < ttl <= max_ttl_minutes(now)  # also refuses nan, inf and ints too big for a float
     ):
-        raise StoreRefusedError("invalid_input", "ttl is a positive number of minutes (at most 10,000 years)")
+        raise StoreRefusedError(
+            "invalid_input",
+            f"ttl is a positive number of minutes expiring before {LAST_EXPIRY.year} "
+            f"(at most {max_ttl_minutes(now):.0f} minutes from now)",
+        )
     return float(ttl)
+
+
+def max_ttl_minutes(now: datetime) -> float:
+    """The longest TTL that still expires by :data:`LAST_EXPIRY`, counted from ``now``."""
+    if now.tzinfo is None:
+        now = now.replace(tzinfo=UTC)
+    return max(0.0, (LAST_EXPIRY - now) / timedelta(minutes=1))
+
+
+def expiry_after(now: datetime, ttl_minutes: float) -> datetime:
+    """``now + ttl``, capped at :data:`LAST_EXPIRY` (a refresh on read restarts a TTL from a later now)."""
+    if ttl_minutes >= max_ttl_minutes(now):
+        return LAST_EXPIRY
+    return now + timedelta(minutes=ttl_minutes)
 
 
 def check_index(index: Any) -> list[str] | None:

@@ -21,7 +21,14 @@ from typing import Any
 from retold.errors import IdentityError
 from retold.models import Principal
 
-__all__ = ["IDENTITY_ENV", "authenticated_user", "is_served", "served_principal"]
+__all__ = [
+    "IDENTITY_ENV",
+    "authenticated_identity",
+    "authenticated_user",
+    "development_mode",
+    "is_served",
+    "served_principal",
+]
 
 IDENTITY_ENV = "RETOLD_GRAPH_IDENTITY"
 AGENT_ENV = "RETOLD_AGENT_ID"
@@ -57,6 +64,25 @@ def _identity(user: Any) -> str | None:
     return str(value) if value not in (None, "") else None
 
 
+def authenticated_identity(configurable: Mapping[str, Any]) -> str | None:
+    """The authenticated end user's id for this run (its ``identity``), or None when nobody is.
+
+    Raises :class:`~retold.errors.IdentityError` for an authenticated user without an identity.
+    """
+    user = authenticated_user(configurable)
+    if user is None:
+        return None
+    user_id = _identity(user)
+    if user_id is None:
+        raise IdentityError("the authenticated user has no identity")
+    return user_id
+
+
+def development_mode() -> bool:
+    """``RETOLD_GRAPH_IDENTITY=input``: a served run without an authenticated user names its own."""
+    return os.environ.get(IDENTITY_ENV) == "input"
+
+
 def _text(value: Any) -> str | None:
     return str(value) if isinstance(value, str | int) and str(value).strip() else None
 
@@ -71,10 +97,10 @@ def served_principal(fields: Mapping[str, Any], configurable: Mapping[str, Any] 
     user = authenticated_user(configurable or {})
     session_id, project_id = _text(fields.get("session_id")), _text(fields.get("project_id"))
     if user is not None:
-        user_id = _identity(user)
+        user_id = authenticated_identity(configurable or {})  # raises when it has no identity
         agent_id = _text(_field(user, "retold_agent_id")) or _text(os.environ.get(AGENT_ENV))
         if user_id is None:
-            raise IdentityError("the authenticated user has no identity")
+            raise IdentityError("the authenticated user has no identity")  # unreachable; for the type
         if agent_id is None:
             raise IdentityError(
                 f"the authenticated user names no agent: return retold_agent_id from the Auth handler "
@@ -85,7 +111,7 @@ def served_principal(fields: Mapping[str, Any], configurable: Mapping[str, Any] 
             if given not in (None, "") and str(given) != mine:
                 raise IdentityError(f"{key} comes from the authenticated user; the input names another")
         return Principal(agent_id=agent_id, user_id=user_id, session_id=session_id, project_id=project_id)
-    if os.environ.get(IDENTITY_ENV) != "input":
+    if not development_mode():
         raise IdentityError(
             "no authenticated user on this run: configure LangGraph auth (an Auth handler), or for "
             f"local development only set {IDENTITY_ENV}=input to take agent_id and user_id from the input"

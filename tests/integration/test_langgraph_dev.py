@@ -145,14 +145,18 @@ def auth_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     home = tmp_path_factory.mktemp("langgraph-auth")
     _seed(home / "memory.sqlite")
     (home / "auth.py").write_text(AUTH)
-    graphs = json.loads((REPO / "langgraph.json").read_text())["graphs"]
+    repo_config = json.loads((REPO / "langgraph.json").read_text())
+    graphs = {name: str(REPO / path.removeprefix("./")) for name, path in repo_config["graphs"].items()}
+    probes = Path(__file__).with_name("store_graphs.py")
+    graphs |= {"store_probe": f"{probes}:store_probe", "langmem_probe": f"{probes}:langmem_probe"}
     config = {
         "dependencies": [str(REPO)],
-        "graphs": {name: str(REPO / path.removeprefix("./")) for name, path in graphs.items()},
+        "graphs": graphs,
+        "store": {"path": str(REPO / repo_config["store"]["path"].removeprefix("./"))},
         "auth": {"path": "./auth.py:auth"},
     }
     (home / "langgraph.json").write_text(json.dumps(config))
-    with _serve(home, home, {}) as base:
+    with _serve(home, home, {"RETOLD_STORE_AGENT": "planner"}) as base:  # the store acts as the seeded agent
         yield base
 
 
@@ -263,3 +267,103 @@ def test_the_served_agent_takes_its_user_from_the_authenticated_caller(auth_serv
     )
     spoofed = ask("token-u2", {"agent_id": "planner", "user_id": "u1"})  # u2 naming u1
     assert "concise" not in json.dumps(spoofed) and "IdentityError" in json.dumps(spoofed)
+
+
+# --- the server's store (RetoldStore) in served runs: the authenticated user, never another -------
+
+U1_TOKEN, U2_TOKEN = {"authorization": "Bearer token-u1"}, {"authorization": "Bearer token-u2"}
+CLINIC = "6f1c3c1e-2b7a-4d0e-9c55-1d2e3f4a5b6c"  # u2's key: a UUID, as LangMem's tools name memories
+
+
+def _run(base: str, graph: str, payload: dict[str, Any], headers: dict[str, str], **config: Any) -> Any:
+    body: dict[str, Any] = {"assistant_id": graph, "input": payload}
+    if config:
+        body["config"] = {"configurable": config}
+    return json.loads(_post(base, "/runs/wait", body, headers=headers))["out"]
+
+
+def _store_call(base: str, method: str, path: str, body: Any, headers: dict[str, str]) -> Any:
+    request = urllib.request.Request(
+        base + path, data=json.dumps(body).encode() if body is not None else None, method=method,
+        headers={"content-type": "application/json", **headers},
+    )  # fmt: skip
+    with urllib.request.urlopen(request, timeout=60) as response:
+        raw = response.read()
+    return json.loads(raw) if raw else None
+
+
+def test_a_served_runs_store_acts_only_as_its_authenticated_user(auth_server: str) -> None:
+    """Issue 45 item 2 on a real server: token u1 naming u2 by user_id, langgraph_user_id or the
+    namespace reads, overwrites and deletes nothing of u2's, through runtime.store and LangMem."""
+    secret = {"content": "Knee surgery follow-up at the clinic on Friday."}
+    u2_ns = ["memories", "u2"]
+    put = {"op": "put", "namespace": u2_ns, "key": CLINIC, "value": secret}
+    assert _run(auth_server, "store_probe", put, U2_TOKEN) == "put"
+    labelled = {**put, "namespace": [*u2_ns, "medical_clinic"]}
+    assert _run(auth_server, "store_probe", labelled, U2_TOKEN) == "put"
+
+    get_u2 = {"op": "get", "namespace": u2_ns, "key": CLINIC}
+    overwrite = {**put, "value": {"content": "Overwritten by u1."}}
+    delete = {"op": "delete", "namespace": u2_ns, "key": CLINIC}
+    search_u2 = {"op": "search", "namespace": u2_ns, "args": {"query": "clinic knee surgery"}}
+    for payload in (get_u2, overwrite, delete, search_u2):
+        for named in ({}, {"user_id": "u2"}, {"langgraph_user_id": "u2"}):
+            out = _run(auth_server, "store_probe", payload, U1_TOKEN, **named)
+            refused = isinstance(out, dict) and out.get("error") == "identity_mismatch"
+            assert refused and out["kind"] == "StoreIdentityError", (payload, named, out)
+    own = {"op": "get", "namespace": ["memories", "u1"], "key": CLINIC}
+    for named in ({"user_id": "u2"}, {"langgraph_user_id": "u2"}):  # the run naming u2, even for u1's own
+        out = _run(auth_server, "store_probe", own, U1_TOKEN, **named)
+        assert isinstance(out, dict) and out.get("error") == "identity_mismatch", (named, out)
+
+    # LangMem's tools fill ("memories", "{langgraph_user_id}") from the run: u1 naming u2 is refused.
+    for tool_name, args in (
+        ("search_memory", {"query": "clinic knee surgery"}),
+        ("manage_memory", {"action": "update", "id": CLINIC, "content": "Overwritten by u1."}),
+        ("manage_memory", {"action": "delete", "id": CLINIC}),
+        ("manage_memory", {"action": "create", "content": "Planted in u2's memory by u1."}),
+    ):
+        out = _run(
+            auth_server, "langmem_probe", {"op": tool_name, "args": args}, U1_TOKEN, langgraph_user_id="u2"
+        )
+        assert isinstance(out, dict) and out["error"] == "identity_mismatch", (tool_name, out)
+
+    # u1's listing shows neither u2's id nor the label u2 chose.
+    listed = _run(auth_server, "store_probe", {"op": "list"}, U1_TOKEN)
+    assert not any("u2" in ns or "medical_clinic" in ns for ns in listed), listed
+    assert ["memories", "u2", "medical_clinic"] in _run(auth_server, "store_probe", {"op": "list"}, U2_TOKEN)
+
+    # u2's item is untouched; u1's own LangMem memory works as u1.
+    assert _run(auth_server, "store_probe", get_u2, U2_TOKEN) == secret
+    created = _run(
+        auth_server, "langmem_probe",
+        {"op": "manage_memory", "args": {"action": "create", "content": "Prefers aisle seats on trains."}},
+        U1_TOKEN, langgraph_user_id="u1",
+    )  # fmt: skip
+    assert created.startswith("created memory ")
+    found = _run(
+        auth_server, "langmem_probe", {"op": "search_memory", "args": {"query": "aisle seats on trains"}},
+        U1_TOKEN, langgraph_user_id="u1",
+    )  # fmt: skip
+    assert "Prefers aisle seats on trains." in json.dumps(found)
+    hits = _run(auth_server, "store_probe", search_u2, U2_TOKEN)
+    assert hits and all(h["value"] == secret and h["key"] == CLINIC for h in hits)  # its two namespaces
+
+
+def test_the_store_api_acts_as_the_authenticated_user(auth_server: str) -> None:
+    """The server's /store HTTP API is no run, but a token holder still acts only as themselves."""
+    item = {"namespace": ["memories", "u2"], "key": "api", "value": {"content": "Takes the 7:40 train."}}
+    _store_call(auth_server, "PUT", "/store/items", item, U2_TOKEN)
+    # Refused (the server answers the store's error as a 500, as it does a scope_not_writable put).
+    with pytest.raises(urllib.error.HTTPError):
+        _store_call(auth_server, "GET", "/store/items?namespace=memories.u2&key=api", None, U1_TOKEN)
+    with pytest.raises(urllib.error.HTTPError):
+        _store_call(auth_server, "PUT", "/store/items", {**item, "value": {"content": "x"}}, U1_TOKEN)
+    with pytest.raises(urllib.error.HTTPError):
+        _store_call(
+            auth_server, "DELETE", "/store/items", {"namespace": ["memories", "u2"], "key": "api"}, U1_TOKEN
+        )
+    mine = _store_call(auth_server, "GET", "/store/items?namespace=memories.u2&key=api", None, U2_TOKEN)
+    assert mine["value"] == {"content": "Takes the 7:40 train."}
+    listed = _store_call(auth_server, "POST", "/store/namespaces", {}, U1_TOKEN)
+    assert not any("u2" in ns for ns in listed["namespaces"]), listed
