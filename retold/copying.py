@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from retold.config import Config, load_config
-from retold.runtime import open_runtime, store_location
+from retold.errors import StoreError
+from retold.runtime import missing_store_file, open_runtime, store_location
 from retold.store import Store
 from retold.store.copy import copy_store as copy_rows
 from retold.store.copy import table_counts
@@ -42,12 +43,18 @@ async def copy_store(
 ) -> CopyResult:
     """Copy a whole store into a new, empty one (SQLite ⇄ PostgreSQL), then verify it.
 
-    The destination is written in one transaction (all or nothing). Verification compares
+    A SQLite source must exist (a missing one raises :class:`~retold.errors.StoreError` before
+    anything is created); the destination is created when it is missing. The destination
+    is written in one transaction (all or nothing). Verification compares
     every table's row count and runs :meth:`Operations.check` on the destination, with
     ``config``'s embedding settings judging the vectors.
     """
     settings = config if isinstance(config, Config) else load_config(config)
-    src = await Store.open(store_location(source, settings))
+    origin = store_location(source, settings)
+    missing = missing_store_file(origin)
+    if missing is not None:  # opening it would create an empty store and "verify" its copy
+        raise StoreError(f"no store at {str(missing)!r}: the source file does not exist (nothing was copied)")
+    src = await Store.open(origin)
     try:
         dst = await Store.open(store_location(destination, settings))
         try:

@@ -334,20 +334,31 @@ class Binding:
         payload = self.write_payload(content, categories, metadata, strict_metadata=strict_metadata)
         mapped, scope = map_path(path, p)
         targets = await self.rt.tools.write_targets(p)
+        # The tools' codes (spec §8.1): nothing writable at all is scope_not_writable, whatever
+        # the path; a name or path this session does not offer is invalid_write_target.
+        if not targets:
+            raise CrewMemoryRefusedError("scope_not_writable", "this session may not write to any memory")
+        writable = ", ".join(crew_path(s) for s in targets.values())
         if not mapped:
             raise CrewMemoryRefusedError(
                 "invalid_write_target", f"the CrewAI scope {str(path)[:80]!r} names no memory of this session"
             )
         if scope is None:
-            name: str | None = self.write_target if self.write_target in targets else None
+            if self.write_target not in targets:
+                raise CrewMemoryRefusedError(
+                    "invalid_write_target",
+                    f"write target {self.write_target[:80]!r} is not offered in this session; "
+                    f"writable: {writable}",
+                )
+            name = self.write_target
         else:
-            name = next((n for n, s in targets.items() if s == scope), None)
-        if name is None:
-            raise CrewMemoryRefusedError(
-                "scope_not_writable",
-                f"this session cannot write {str(path or '/')[:80]!r}; writable: "
-                f"{', '.join(crew_path(s) for s in targets.values()) or 'nothing'}",
-            )
+            found = next((n for n, s in targets.items() if s == scope), None)
+            if found is None:
+                raise CrewMemoryRefusedError(
+                    "scope_not_writable",
+                    f"this session cannot write {str(path)[:80]!r}; writable: {writable}",
+                )
+            name = found
         result = await self.rt.tools.call(p, "memory_write", {**payload, "write_target": name})
         if not result.get("ok"):
             raise _refused(result)

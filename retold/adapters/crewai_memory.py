@@ -39,7 +39,8 @@ the user's scope); ``/user`` and ``/user/<own user>/...`` → ``user:<user>``; `
 → the private ``agent:<agent>/<user>`` scope (written only if the host offers it as a write
 target); ``/org/<id>`` → ``org:<id>``. Any other path (another
 user's, another agent's, CrewAI's ``/crew/...``) is foreign: reads answer empty, writes raise
-:class:`CrewMemoryRefusedError` carrying ``{"ok": False, "error": "invalid_write_target", ...}``.
+:class:`CrewMemoryRefusedError` carrying ``{"ok": False, "error": "invalid_write_target", ...}``
+(``scope_not_writable`` when the principal may write nowhere at all, whatever the path).
 Grants decide the rest exactly as for the tools. ``reset()`` / ``reset("/")`` forgets the
 principal's own scopes (its user scope and its private scope); a shared project is reset only
 when named (``reset("/project/<id>")``) and writable. A crew can never erase another user's memory.

@@ -16,6 +16,11 @@ the ``--user``/``--agent`` principal (anyone on the machine can reach it, as wit
 other address is refused without a tokens file. On loopback the SDK's DNS-rebinding guard
 (Host and Origin checks) stays on, so a web page cannot reach the server through a rebound name.
 
+A token holder's request body is bounded before the SDK reads it: larger than
+:data:`MAX_BODY_BYTES` is 413, nested deeper than :data:`MAX_BODY_DEPTH` is 400 (the SDK's
+JSON parser recurses, and 5,000 levels answered 500), each with a JSON-RPC error naming the
+limit. The depth is a linear scan of the bytes, never a parse.
+
 Each principal's retold session opens at its first request and ends when the server stops
 (the idle split applies in between). The SDK is imported only here, lazily.
 """
@@ -27,6 +32,7 @@ import hmac
 import ipaddress
 import json
 import logging
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, replace
@@ -43,7 +49,10 @@ from retold.models import Principal
 if TYPE_CHECKING:
     from retold.runtime import Runtime
 
-__all__ = ["MCP_PATH", "MIN_TOKEN_CHARS", "HttpMemoryServer", "TokenMap", "is_loopback", "serve_http"]
+__all__ = [
+    "MAX_BODY_BYTES", "MAX_BODY_DEPTH", "MCP_PATH", "MIN_TOKEN_CHARS", "HttpMemoryServer", "TokenMap",
+    "body_depth_exceeds", "is_loopback", "serve_http",
+]  # fmt: skip
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +60,14 @@ MCP_PATH = "/mcp"
 MIN_TOKEN_CHARS = 16
 """A shorter bearer token is refused when the tokens file loads: it could be guessed."""
 _TOKEN_KEYS = {"agent", "user", "project"}
+MAX_BODY_BYTES = 1_048_576
+"""A larger request body is refused (413) unread: the largest valid tool call is about 130 KiB."""
+MAX_BODY_DEPTH = 64
+"""Deeper nesting of a body's arrays and objects is refused (400) before the SDK parses it; a tool
+call nests its payload (at most ``MAX_JSON_DEPTH``, 8, levels) three levels inside JSON-RPC."""
+_STRUCTURE = re.compile(rb'"[^"\\]*+(?:\\.[^"\\]*+)*+"|[\[\]{}]', re.DOTALL)
+"""A whole JSON string (escapes included, so a bracket inside one is not structure) or a bracket."""
+_OPEN, _CLOSE = frozenset(b"[{"), frozenset(b"]}")
 _UNAUTHORIZED = json.dumps(
     {"ok": False, "error": "unauthorized", "message": "send Authorization: Bearer <token>"}
 ).encode()
@@ -135,19 +152,102 @@ def _bearer(scope: Mapping[str, Any]) -> str | None:
     return token.strip() or None
 
 
-async def _send_unauthorized(send: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
+_Send = Callable[[dict[str, Any]], Awaitable[None]]
+_Receive = Callable[[], Awaitable[dict[str, Any]]]
+
+
+async def _send_json(send: _Send, status: int, body: bytes, *headers: tuple[bytes, bytes]) -> None:
     await send(
         {
             "type": "http.response.start",
-            "status": 401,
+            "status": status,
             "headers": [
                 (b"content-type", b"application/json"),
-                (b"www-authenticate", b'Bearer realm="retold"'),
-                (b"content-length", str(len(_UNAUTHORIZED)).encode()),
+                *headers,
+                (b"content-length", str(len(body)).encode()),
             ],
         }
     )
-    await send({"type": "http.response.body", "body": _UNAUTHORIZED})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _send_unauthorized(send: _Send) -> None:
+    await _send_json(send, 401, _UNAUTHORIZED, (b"www-authenticate", b'Bearer realm="retold"'))
+
+
+async def _refuse_body(send: _Send, status: int, message: str, limit: int) -> None:
+    """A JSON-RPC error without an id (the request was never parsed), naming the limit."""
+    error = {"code": -32600, "message": message, "data": {"limit": limit}}
+    await _send_json(send, status, json.dumps({"jsonrpc": "2.0", "id": None, "error": error}).encode())
+
+
+def body_depth_exceeds(body: bytes, limit: int) -> bool:
+    """Whether ``body`` nests arrays and objects deeper than ``limit``: one pass, no recursion.
+
+    Exact for valid JSON (every string is skipped whole, so brackets and escaped quotes inside
+    one do not count); for invalid JSON it may over-count, which only refuses a body the SDK
+    would refuse anyway.
+    """
+    if body.count(b"[") + body.count(b"{") <= limit:
+        return False  # most bodies: too few brackets to nest that deep, counted at C speed
+    depth = 0
+    for match in _STRUCTURE.finditer(body):
+        char = body[match.start()]
+        if char in _OPEN:
+            depth += 1
+            if depth > limit:
+                return True
+        elif char in _CLOSE:
+            depth = max(depth - 1, 0)
+    return False
+
+
+def _declared_length(scope: Mapping[str, Any]) -> int | None:
+    for key, value in scope.get("headers", ()):
+        if key.lower() == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+async def _bounded_body(receive: _Receive, send: _Send, scope: Mapping[str, Any]) -> _Receive | None:
+    """Read a request's body within the limits and hand the SDK a ``receive`` that replays it.
+
+    None when the request was answered here (413, 400) or the client went away; the body is
+    read no further than :data:`MAX_BODY_BYTES`, whatever it declares.
+    """
+    too_large = f"request body is larger than {MAX_BODY_BYTES} bytes"
+    declared = _declared_length(scope)
+    if declared is not None and declared > MAX_BODY_BYTES:
+        await _refuse_body(send, 413, too_large, MAX_BODY_BYTES)
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return None  # http.disconnect: nobody to answer
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            await _refuse_body(send, 413, too_large, MAX_BODY_BYTES)
+            return None
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    body = b"".join(chunks)
+    if body_depth_exceeds(body, MAX_BODY_DEPTH):
+        too_deep = f"request body is nested deeper than {MAX_BODY_DEPTH} levels"
+        await _refuse_body(send, 400, too_deep, MAX_BODY_DEPTH)
+        return None
+    pending = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replay() -> dict[str, Any]:
+        return pending.pop() if pending else await receive()
+
+    return replay
 
 
 class HttpMemoryServer:
@@ -230,6 +330,10 @@ class HttpMemoryServer:
             await send({"type": "http.response.start", "status": 404, "headers": []})
             await send({"type": "http.response.body", "body": b""})
             return
+        if scope.get("method") == "POST":  # the only method whose body the SDK parses
+            receive = await _bounded_body(receive, send, scope)
+            if receive is None:
+                return
         await manager.handle_request(scope, receive, send)
 
     async def _lifespan_protocol(self, receive: Any, send: Any) -> None:

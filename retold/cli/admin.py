@@ -32,7 +32,7 @@ EXIT_UNRESOLVED = 2
 
 
 @click.command()
-@common_options
+@common_options(missing="create")
 @click.option("--expire-unmapped", is_flag=True, help="Retire every unmapped legacy row (status expired).")
 @click.option("--allow-unmapped", is_flag=True, help="Acknowledge the unmapped legacy rows and carry on.")
 @json_option
@@ -108,11 +108,13 @@ def migrate(
 @click.argument("scope")
 @click.option("--read/--no-read", default=True, show_default=True, help="Allow retrieval from the scope.")
 @click.option("--write/--no-write", default=False, show_default=True, help="Allow writes to the scope.")
-@common_options
+@common_options(missing="flag")
 def grant(
     agent_id: str, scope: str, read: bool, write: bool, store_path: str, config_path: str | None, actor: str
 ) -> None:
     """Create or update AGENT_ID's grant on a shared SCOPE (kind:id).
+
+    A missing --store file is refused unless --create is given (a first grant on a new store).
 
     Example:
 

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, is_dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, NoReturn, TypeVar
 
 import click
 
@@ -31,6 +31,7 @@ from retold.errors import (
     StoreError,
 )
 from retold.models import Scope
+from retold.runtime import missing_store_file
 
 if TYPE_CHECKING:
     from rich.progress import Progress as ProgressBar
@@ -38,12 +39,14 @@ if TYPE_CHECKING:
 __all__ = [
     "CommandFailed",
     "Operation",
+    "StoreCreation",
     "common_options",
     "echo_json",
     "json_option",
     "jsonable",
     "operation",
     "parse_scope",
+    "refuse_missing_store",
     "reported_errors",
     "run_async",
 ]
@@ -57,48 +60,87 @@ def run_async(coro: Awaitable[T]) -> T:
         return asyncio.run(coro)  # type: ignore[arg-type]
 
 
-def store_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """--store and --config: which store, under which settings."""
-
-    @click.option(
-        "--store",
-        "store_path",
-        default="./memory.sqlite",
-        show_default=True,
-        envvar="RETOLD_STORE",
-        type=click.Path(dir_okay=False),
-        help="The SQLite store file, or a postgresql:// URL ($RETOLD_STORE).",
-    )
-    @click.option(
-        "--config",
-        "config_path",
-        default=None,
-        type=click.Path(exists=True, dir_okay=False),
-        help="YAML config file; the defaults apply without one.",
-    )
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        return func(*args, **kwargs)
-
-    return wrapper
+# What a command does with a --store that names no SQLite file: refuse (every command that only
+# reads or changes a store), create it (migrate), or create it only when --create is given.
+StoreCreation = Literal["refuse", "create", "flag"]
 
 
-def common_options(func: Callable[..., Any]) -> Callable[..., Any]:
-    """--store, --config and --as on every command (spec §16)."""
+def refuse_missing_store(store_path: str) -> None:
+    """A missing SQLite file is a mistyped path, not an empty memory: one error line, nothing made.
 
-    @store_options
-    @click.option(
-        "--as",
-        "actor",
-        default="admin",
-        show_default=True,
-        help="Operator identity recorded on audit events.",
-    )
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        return func(*args, **kwargs)
+    Opening it would create an empty store (file, -wal and -shm), and the command would then
+    report that memory as clean or empty. A ``postgresql://`` URL is left to the server: a
+    database that does not exist is its error (retold never creates one).
+    """
+    missing = missing_store_file(store_path)
+    if missing is not None:
+        raise StoreError(
+            f"no store at {str(missing)!r}: the file does not exist, and nothing was created "
+            f"(`retold migrate --store {missing!s}` creates a new store)"
+        )
 
-    return wrapper
+
+def store_options(func: Callable[..., Any] | None = None, *, missing: StoreCreation = "refuse") -> Any:
+    """--store and --config: which store, under which settings.
+
+    ``missing`` says what a --store naming no SQLite file does (see :data:`StoreCreation`);
+    with ``"flag"`` the command gets a ``--create`` option. The check runs before the
+    command's body, so a refused path leaves no file, no -wal/-shm and no directory behind.
+    """
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        @click.option(
+            "--store",
+            "store_path",
+            default="./memory.sqlite",
+            show_default=True,
+            envvar="RETOLD_STORE",
+            type=click.Path(dir_okay=False),
+            help="The SQLite store file, or a postgresql:// URL ($RETOLD_STORE).",
+        )
+        @click.option(
+            "--config",
+            "config_path",
+            default=None,
+            type=click.Path(exists=True, dir_okay=False),
+            help="YAML config file; the defaults apply without one.",
+        )
+        @functools.wraps(command)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            create = kwargs.pop("create", False) if missing == "flag" else missing == "create"
+            if not create:
+                with reported_errors(bool(kwargs.get("as_json", False))):
+                    refuse_missing_store(kwargs["store_path"])
+            return command(*args, **kwargs)
+
+        if missing == "flag":
+            return click.option(
+                "--create", is_flag=True, help="Create the store when --store names no file yet."
+            )(wrapper)
+        return wrapper
+
+    return decorate(func) if func is not None else decorate
+
+
+def common_options(func: Callable[..., Any] | None = None, *, missing: StoreCreation = "refuse") -> Any:
+    """--store, --config and --as on every command (spec §16); ``missing`` as for :func:`store_options`."""
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        @store_options(missing=missing)
+        @click.option(
+            "--as",
+            "actor",
+            default="admin",
+            show_default=True,
+            help="Operator identity recorded on audit events.",
+        )
+        @functools.wraps(command)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            return command(*args, **kwargs)
+
+        return wrapper
+
+    return decorate(func) if func is not None else decorate
 
 
 def jsonable(value: Any) -> Any:

@@ -11,8 +11,20 @@ from typing import Any
 
 import click
 
-from retold.cli.common import CommandFailed, common_options, json_option, jsonable, operation, run_async
+from retold.cli.common import (
+    CommandFailed,
+    common_options,
+    json_option,
+    jsonable,
+    operation,
+    refuse_missing_store,
+    reported_errors,
+    run_async,
+)
+from retold.errors import StoreError
 from retold.runtime import open_runtime
+from retold.store.postgres import is_postgres_url
+from retold.store.postgres.database import redact_url
 
 __all__ = ["check", "erase", "expire", "reembed", "retain", "snapshot"]
 
@@ -273,6 +285,11 @@ def snapshot_load(
     from retold.operations import load_snapshot
 
     with operation("loading the snapshot", as_json) as op:
+        if is_postgres_url(store_path):  # before the snapshot is read: nothing is opened or made
+            raise StoreError(
+                f"{redact_url(store_path)} is a PostgreSQL store and snapshots are SQLite files; restore it "
+                "with pg_restore, or fill an empty database from a snapshot with `retold copy SNAPSHOT URL`"
+            )
         info = op.run(load_snapshot(store_path, path, dry_run=not yes, progress=op.progress))
         described = f"{info.path} (schema version {info.schema_version}, {info.records} record(s))"
         if yes:
@@ -296,8 +313,8 @@ def snapshot_load(
 def copy_command(source: str, destination: str, config_path: str | None) -> None:
     """Copy a whole store into a new, empty one, across backends; then verify the copy.
 
-    SOURCE and DESTINATION are SQLite files or postgresql:// URLs. The destination is
-    created (or must be empty) and is written in one transaction: it holds the whole copy
+    SOURCE and DESTINATION are SQLite files or postgresql:// URLs. SOURCE must exist; the
+    destination is created (or must be empty) and is written in one transaction: it holds the whole copy
     or nothing, so an interrupted copy is run again. Afterwards every table's row count is
     compared and `retold check` runs on the destination; exit 0 when both agree.
 
@@ -310,6 +327,8 @@ def copy_command(source: str, destination: str, config_path: str | None) -> None
 
     from retold.copying import copy_store
 
+    with reported_errors(as_json=False):  # before the bar: a refused copy prints one line only
+        refuse_missing_store(source)
     bar = Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
         console=Console(stderr=True),
@@ -317,12 +336,17 @@ def copy_command(source: str, destination: str, config_path: str | None) -> None
     tasks: dict[str, Any] = {}
 
     def progress(table: str, done: int, total: int) -> None:
+        if not tasks:  # drawn from the first row on: a copy refused at open prints its one line only
+            bar.start()
         if table not in tasks:
             tasks[table] = bar.add_task(table, total=total)
         bar.update(tasks[table], completed=done, total=total)
 
-    with bar:
+    try:
         result = run_async(copy_store(source, destination, config_path, progress=progress))
+    finally:
+        if tasks:
+            bar.stop()
     for table, (copied, counted) in result.counts.items():
         click.echo(f"{table}: {copied} row(s) copied, {counted} in the destination")
     for finding in result.findings:

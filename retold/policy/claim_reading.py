@@ -116,9 +116,11 @@ class _Lexicon:
             entries.sort(key=lambda e: -len(e[0]))  # the longest phrase first
 
     def find_all(self, t: _Text, start: int = 0, end: int | None = None) -> list[tuple[str, int]]:
-        end = len(t.stems) if end is None else end
+        """Every match starting in ``[start, end)``, a window clipped to the text: callers ask
+        for "the next two words" without knowing the text has fewer ("Reply", ":text")."""
+        end = len(t.stems) if end is None else min(end, len(t.stems))
         out: list[tuple[str, int]] = []
-        for i in range(start, end):
+        for i in range(max(start, 0), end):
             if t.low[i] in self._exact:
                 out.append((self._exact[t.low[i]], i))
                 continue
@@ -186,7 +188,7 @@ def _speaker_included(t: _Text) -> bool:
 
 def _owned_people(t: _Text, start: int = 0, end: int | None = None) -> str | None:
     """A person the speaker or subject owns ("my sister", "user's boss"), as its lexicon word."""
-    for i in range(start, len(t.low) if end is None else end):
+    for i in range(start, len(t.low) if end is None else min(end, len(t.low))):
         w = t.low[i]
         if not (w in lx.POSSESSIVES or (w == "'s" and t.word(i - 1) == "user")):
             continue

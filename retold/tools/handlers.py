@@ -298,10 +298,8 @@ class MemoryTools:
             )
         targets = await self.write_targets(principal)
         offered = list(targets)
-        if not targets:  # the tool is not registered; a call anyway learns that nothing is offered
-            raise ToolError(
-                "invalid_write_target", "this session is offered no memory it may write to", offered=offered
-            )
+        if not targets:  # the tool is not registered; a call anyway learns that nothing is writable (§8.1)
+            raise ToolError("scope_not_writable", "this session may not write to any memory", offered=offered)
         schema = schemas.write_schema(offered)
         args = _absent_nulls(args, schema)
         # The default is the first offered target (personal when offered), so a principal whose

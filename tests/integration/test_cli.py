@@ -64,7 +64,7 @@ def test_every_command_is_documented() -> None:
 
 def test_grant_revoke_round_trip_records_the_operator(tmp_path: Path) -> None:
     db = tmp_path / "m.sqlite"
-    out = run("grant", "planner", "user:u1", "--read", "--write", "--store", db, "--as", "ops")
+    out = run("grant", "planner", "user:u1", "--read", "--write", "--create", "--store", db, "--as", "ops")
     assert out.stdout.strip() == "granted planner read+write on user:u1"
     run("revoke", "planner", "user:u1", "--store", db)
 
@@ -80,6 +80,7 @@ def test_grant_revoke_round_trip_records_the_operator(tmp_path: Path) -> None:
 
 def test_errors_are_one_line_and_nonzero_never_a_traceback(tmp_path: Path) -> None:
     db = tmp_path / "m.sqlite"
+    run("migrate", "--store", db)  # a missing store is refused before these (test_cli_missing_store.py)
     cases = [
         ("grant", "planner", "agent:planner/u1", "--store", db),  # private scope
         ("grant", "bad/agent", "user:u1", "--store", db),

@@ -109,8 +109,9 @@ def _call(base: str, method: str, path: str, body: Any = None) -> Any:
 def test_langgraph_dev_serves_the_store_api_from_retold(tmp_path: Path) -> None:
     """The ``store`` entry of langgraph.json (notes.md) loads ``make_store``; /store goes to retold."""
     memory = tmp_path / "memory.sqlite"
+    # --create: only init, migrate or an explicit --create may make a store (issue 45 item 10)
     grant = [sys.executable, "-m", "retold", "grant", "langgraph", "user:u1", "--read", "--write",
-             "--store", str(memory)]  # fmt: skip
+             "--create", "--store", str(memory)]  # fmt: skip
     subprocess.run(
         grant, check=True, capture_output=True, timeout=120, env={**os.environ, "HOME": str(tmp_path)}
     )

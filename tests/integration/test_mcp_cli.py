@@ -42,7 +42,7 @@ def test_the_example_runs(tmp_path: Path) -> None:
 
 async def test_stdio_serves_one_principal_and_ends_its_session(tmp_path: Path) -> None:
     store = tmp_path / "m.sqlite"
-    run("grant", "claude", "user:u1", "--read", "--write", "--store", store)
+    run("grant", "claude", "user:u1", "--read", "--write", "--create", "--store", store)
     run("grant", "claude", "user:u2", "--read", "--write", "--store", store)
     async with retold.open_runtime(store) as rt:
         foreign = await rt.host.write_system(retold.Scope("user", "u2"), "Bea's door code is 4711.")
@@ -80,10 +80,12 @@ async def test_stdio_serves_one_principal_and_ends_its_session(tmp_path: Path) -
 
 def test_cli_refuses_to_bind_off_loopback_without_tokens(tmp_path: Path) -> None:
     store = tmp_path / "m.sqlite"
+    run("migrate", "--store", store)  # a missing store is refused first (test_cli_missing_store.py)
+    files = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
     for host in ("0.0.0.0", "192.0.2.1"):
         proc = run("mcp", "--http", "--host", host, "--user", "u1", "--agent", "a", "--store", store, rc=2)
         assert "refusing to serve memory" in proc.stderr and "--tokens" in proc.stderr
-    assert not store.exists()
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == files  # refused before opening it
     run("mcp", "--store", store, rc=2)  # stdio needs --agent and --user
     short = tmp_path / "tokens.yaml"
     short.write_text("abc: {agent: a, user: u1}\n")
@@ -93,6 +95,7 @@ def test_cli_refuses_to_bind_off_loopback_without_tokens(tmp_path: Path) -> None
 
 def test_http_cli_binds_identity_to_the_token(tmp_path: Path) -> None:
     store = tmp_path / "m.sqlite"
+    run("migrate", "--store", store)
     token = secrets.token_urlsafe(24)
     tokens = tmp_path / "tokens.yaml"
     tokens.write_text(f"{token}: {{agent: claude, user: u1}}\n")

@@ -103,7 +103,7 @@ async def test_tools_are_the_published_portable_schemas(tmp_path: Path) -> None:
         names = [t.name for t in (await client.list_tools()).tools]
         assert names == ["memory_search", "memory_get", "memory_revise", "memory_forget"]
         refused = await call(client, "memory_write", FACT)
-        assert refused["error"] == "invalid_write_target"
+        assert refused["error"] == "scope_not_writable"
     await rt.close()
 
 

@@ -113,7 +113,7 @@ async def test_personal_target_needs_a_read_write_grant(world: World) -> None:
     # Nothing writable at all: memory_write is not registered.
     assert "memory_write" not in names(rt.tools.tool_schemas(world.p))
     result = await rt.tools.call(world.p, "memory_write", {"type": "episodic", "content": "x"})
-    assert (result["error"], result["offered"]) == ("invalid_write_target", [])
+    assert (result["error"], result["offered"]) == ("scope_not_writable", [])  # spec §17.2
 
 
 async def test_current_project_needs_a_project_and_a_write_grant(world: World) -> None:

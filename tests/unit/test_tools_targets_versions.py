@@ -40,12 +40,13 @@ async def test_personal_stays_the_default_when_offered(world: World) -> None:
     assert (await world.record(landed["record_id"])).scope == USER
 
 
-async def test_nothing_writable_answers_invalid_write_target_with_nothing_offered(world: World) -> None:
+async def test_nothing_writable_answers_scope_not_writable_with_nothing_offered(world: World) -> None:
+    """Spec §8.1/§17.2 (issue 45): invalid_write_target is for an unoffered name beside offered ones."""
     await world.rt.host.grant("planner", USER, read=True, write=False)
     version = await world.rt.store.records_version()
-    for payload in (EPISODE, {**EPISODE, "write_target": "personal"}):
+    for payload in (EPISODE, {**EPISODE, "write_target": "personal"}, {**EPISODE, "write_target": "team"}):
         refused = await world.rt.tools.call(world.p, "memory_write", payload)
-        assert (refused["ok"], refused["error"], refused["offered"]) == (False, "invalid_write_target", [])
+        assert (refused["ok"], refused["error"], refused["offered"]) == (False, "scope_not_writable", [])
     assert await world.rt.store.records_version() == version
 
 

@@ -118,12 +118,21 @@ def test_a_non_loopback_bind_refuses_to_start_without_a_token(tmp_path: Path) ->
     with pytest.raises(InvalidArgumentError, match="at least 16"):
         UiSettings(host="0.0.0.0", token="short")
     assert UiSettings(host="0.0.0.0", token=TOKEN).token == TOKEN
-    store = tmp_path / "never.sqlite"
+    store = tmp_path / "memory.sqlite"
+    assert CliRunner().invoke(cli, ["migrate", "--store", str(store)]).exit_code == 0
+    files = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
     result = CliRunner().invoke(
         cli, ["ui", "--store", str(store), "--host", "0.0.0.0"], env={"RETOLD_UI_TOKEN": ""}
     )
     assert result.exit_code == 2 and "without a token" in result.output
-    assert not store.exists()  # refused before the store was opened
+    assert {
+        p.name: p.read_bytes() for p in tmp_path.iterdir()
+    } == files  # refused before the store was opened
+    missing = tmp_path / "never.sqlite"
+    result = CliRunner().invoke(
+        cli, ["ui", "--store", str(missing), "--host", "0.0.0.0"], env={"RETOLD_UI_TOKEN": ""}
+    )
+    assert result.exit_code != 0 and not missing.exists()  # a mistyped path creates nothing either
 
 
 def test_with_a_token_every_request_must_carry_it(world: tuple[Path | str, Facts]) -> None:

@@ -117,6 +117,24 @@ def redact_url(url: str) -> str:
     return make_conninfo(**params)
 
 
+async def _probe(url: str, shown: str, timeout_s: float) -> None:
+    """One connection before the pool: a server's refusal fails at once, in one line.
+
+    The pool retries a failed connection until its timeout, logging each attempt, then
+    reports only that it timed out. A database that does not exist, a wrong password or
+    an unreachable host is the server's answer, and the caller should get it as it is
+    (retold never creates a database).
+    """
+    import psycopg
+
+    try:
+        conn = await psycopg.AsyncConnection.connect(url, connect_timeout=max(1, round(timeout_s)))
+    except psycopg.Error as exc:
+        reason = " ".join(str(exc).split()) or type(exc).__name__
+        raise StoreError(f"cannot open PostgreSQL store {shown}: {reason}") from exc
+    await conn.close()
+
+
 class PgDatabase:
     """Async access to one PostgreSQL database. Create with ``await PgDatabase.open(url)``."""
 
@@ -156,6 +174,7 @@ class PgDatabase:
             name="retold",
         )
         db = cls(url, pool, busy_timeout_s)
+        await _probe(url, db.path, busy_timeout_s)
         try:
             await pool.open(wait=True, timeout=busy_timeout_s)
         except Exception as exc:
