@@ -140,6 +140,10 @@ class Runtime:
         self._extraction_graph: Any = None
         # Extractions scheduled by on_session_end run here; close() waits for them.
         self._background: set[asyncio.Task[Any]] = set()
+        # The extraction of each session running in this runtime (inline or in the background):
+        # a call for the same session waits on it instead of losing to its claim. Resolved with
+        # the run's result, or None when the run ended without one (cancelled, failed to run).
+        self._extracting: dict[SessionKey, asyncio.Future[ExtractionResult | None]] = {}
         self._closing = False
         self._closed = False
 
@@ -235,6 +239,9 @@ class Runtime:
         ``status`` is ``extracted``, ``skipped`` (not ended, already extracted — pass
         ``force=True`` to re-run —, or claimed by another worker) or ``failed`` (closed:
         nothing written, ``extraction.failed`` appended, the claim left to expire).
+        When this runtime is already extracting the session (the run ``on_session_end``
+        scheduled, or a concurrent call), the call waits for that run and returns its result;
+        ``claimed_by_other`` means another runtime or process holds the claim.
         Raises :class:`~retold.errors.ConfigError` without an extractor and
         :class:`~retold.errors.NotFoundError` for an unknown session.
         """
@@ -245,45 +252,103 @@ class Runtime:
                 "API key) or pass extractor= to open_runtime",
                 key="ingestion.extraction_enabled",
             )
-        from retold.ingest.extraction.run import EXTRACTION_ACTOR, ExtractionRun
+        from retold.ingest.extraction.run import shares_the_result
 
         key = await self.store.resolve_session(session_id)
-        run = ExtractionRun(key=key, force=force, actor=actor or EXTRACTION_ACTOR)
-        from retold.graph_nodes.extraction import ExtractionContext
-
-        await self.extraction_graph.ainvoke(
-            {"session_id": str(key)},
-            config={
-                "run_name": "retold_extraction",
-                "metadata": _extraction_metadata(key),
-                "tags": ["retold"],
-            },
-            context=ExtractionContext(run),
-        )
-        assert run.result is not None
-        if run.result.status == "skipped" and run.result.reason == "not_found":
+        result: ExtractionResult | None = None
+        while (inflight := self._extracting.get(key)) is not None:
+            await asyncio.wait({inflight})
+            shared = inflight.result()
+            if shares_the_result(shared, force=force):
+                result = shared
+                break
+        if result is None:
+            self._check_open()
+            result = await self._run_extraction(key, self._reserve_extraction(key), force=force, actor=actor)
+        if result.status == "skipped" and result.reason == "not_found":
             raise NotFoundError(f"no session {str(key)!r}")
-        return run.result
+        return result
+
+    def _reserve_extraction(self, key: SessionKey) -> asyncio.Future[ExtractionResult | None]:
+        """Mark ``key`` as being extracted here; later calls for it wait on the returned slot."""
+        slot: asyncio.Future[ExtractionResult | None] = asyncio.get_running_loop().create_future()
+        self._extracting[key] = slot
+        return slot
+
+    def _release_extraction(
+        self, key: SessionKey, slot: asyncio.Future[ExtractionResult | None], result: ExtractionResult | None
+    ) -> None:
+        """Resolve ``slot`` (waiters wake) and forget it, in one step with no await between."""
+        if not slot.done():
+            slot.set_result(result)
+        if self._extracting.get(key) is slot:
+            del self._extracting[key]
+
+    async def _run_extraction(
+        self,
+        key: SessionKey,
+        slot: asyncio.Future[ExtractionResult | None],
+        *,
+        force: bool,
+        actor: str | None,
+    ) -> ExtractionResult:
+        """One run of the extraction graph for ``key``; ``slot`` is resolved however it ends."""
+        from retold.graph_nodes.extraction import ExtractionContext
+        from retold.ingest.extraction.run import EXTRACTION_ACTOR, ExtractionRun
+
+        result: ExtractionResult | None = None
+        try:
+            run = ExtractionRun(key=key, force=force, actor=actor or EXTRACTION_ACTOR)
+            await self.extraction_graph.ainvoke(
+                {"session_id": str(key)},
+                config={
+                    "run_name": "retold_extraction",
+                    "metadata": _extraction_metadata(key),
+                    "tags": ["retold"],
+                },
+                context=ExtractionContext(run),
+            )
+            assert run.result is not None
+            result = run.result
+            return result
+        finally:
+            self._release_extraction(key, slot, result)
 
     async def _on_session_end(self, session: SessionInfo) -> None:
-        """The session hooks' seam: schedule extraction in the background when an extractor exists."""
+        """The session hooks' seam: schedule extraction in the background when an extractor exists.
+
+        The run is registered before this returns, so an ``extract_session`` right after the
+        session ends waits for it rather than racing it for the claim.
+        """
         if self.extractor is None or self._closing or self._closed:
             return
+        key = session.key
+        previous = self._extracting.get(key)
+        slot = self._reserve_extraction(key)
         # A fresh context: the task must not inherit a caller's store transaction.
         task = asyncio.get_running_loop().create_task(
-            self._extract_in_background(session.key), context=contextvars.Context()
+            self._extract_in_background(key, slot, previous), context=contextvars.Context()
         )
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+        # A task cancelled before it starts never runs its body: release its slot all the same.
+        task.add_done_callback(lambda _done: self._release_extraction(key, slot, None))
 
-    async def _extract_in_background(self, session_id: SessionKey) -> None:
+    async def _extract_in_background(
+        self,
+        key: SessionKey,
+        slot: asyncio.Future[ExtractionResult | None],
+        previous: asyncio.Future[ExtractionResult | None] | None,
+    ) -> None:
         try:
-            result = await self.extract_session(session_id)
+            if previous is not None:  # a run of this session was already in flight: let it finish
+                await asyncio.wait({previous})
+            result = await self._run_extraction(key, slot, force=False, actor=None)
         except Exception:
-            logger.exception("background extraction of session %s could not run", session_id)
+            logger.exception("background extraction of session %s could not run", key)
             return
         if result.status == "failed":
-            logger.warning("background extraction of session %s failed closed: %s", session_id, result.reason)
+            logger.warning("background extraction of session %s failed closed: %s", key, result.reason)
 
     async def join_background(self) -> None:
         """Wait until every extraction scheduled so far has finished."""
@@ -401,10 +466,24 @@ async def _open(
             from retold.index.embedder import check_store_compatibility
 
             await check_store_compatibility(store, runtime.embedder)
+        await _recheck_ambient_once(runtime)
     except BaseException:
         await store.close()
         raise
     return runtime
+
+
+async def _recheck_ambient_once(runtime: Runtime) -> None:
+    """On a store's first open by this version, demote the ambient records whose evidence is a
+    quote from material the user pasted or forwarded (issue 45): written before the user's own
+    words were told apart from what they quoted, they would otherwise stay in every system
+    prompt. One ``store_meta`` read on every later open."""
+    if await runtime.store.ambient_rechecked():
+        return
+    changed = await runtime.activation.recheck_ambient(actor="retold-upgrade")
+    if changed:
+        logger.warning("demoted %d ambient record(s) whose evidence was quoted material", len(changed))
+    await runtime.store.mark_ambient_rechecked()
 
 
 def store_location(path: str | os.PathLike[str] | None, config: Config) -> str | Path:
@@ -415,6 +494,21 @@ def store_location(path: str | os.PathLike[str] | None, config: Config) -> str |
     """
     location = os.fspath(path) if path is not None else os.environ.get("RETOLD_STORE") or config.store.path
     return location if is_postgres_url(location) else Path(location)
+
+
+def missing_store_file(location: str | os.PathLike[str]) -> Path | None:
+    """The SQLite file ``location`` names when no such file exists; else None.
+
+    Opening a missing SQLite file creates an empty store, which is what :func:`open_runtime`
+    means to do. A command that only reads or repairs a store (``retold check``, ``copy``'s
+    source) must refuse instead, or a mistyped path reports an empty, "clean" memory. A
+    ``postgresql://`` URL and ``:memory:`` answer None: the server (or nothing) decides.
+    """
+    text = os.fspath(location)
+    if is_postgres_url(text) or text == ":memory:":
+        return None
+    path = Path(text)
+    return None if path.is_file() else path
 
 
 class _RuntimeOpener:

@@ -19,10 +19,17 @@ from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 from retold.config.policy import ActivationConfig
 from retold.errors import InvalidArgumentError, NotFoundError
+from retold.ingest.write.voice import read_voice
 from retold.models import Record
-from retold.policy.activation import ActivationFacts, decide_activation, eligibility, read_claim
+from retold.policy.activation import (
+    EVIDENCE_REASONS,
+    ActivationFacts,
+    decide_activation,
+    eligibility,
+    read_claim,
+)
 from retold.store import Store
-from retold.store.activation import ActivationRow
+from retold.store.activation import ActivationRow, EvidenceTurn
 from retold.util import Clock
 
 if TYPE_CHECKING:
@@ -191,10 +198,19 @@ class ActivationService:
         return decision.activation, decision.reason
 
     async def _facts(self, record: Record) -> ActivationFacts:
-        """The policy's facts, the evidence read back from the store (sources and turns)."""
+        """The policy's facts, the evidence read back from the store (sources and turns).
+
+        The evidence counts as verified only in a user turn of its owner, and only where it is
+        that user's own words in the turn as stored, checked again now (issue 45): a record
+        written before the check existed, quoting a mail the user pasted, cannot be made
+        ambient by the policy or a person's promotion.
+        """
         owner = None
         if record.source_kind == "user_statement":
-            owner = await self._store.user_evidence_owner(record.id)
+            for source in await self._store.user_evidence_turns(record.id):
+                if _own_words(source):
+                    owner = source.user_id
+                    break
         return _facts(record, owner is not None and owner_matches(record, owner))
 
     async def _proposal(self, record: Record) -> str | None:
@@ -248,6 +264,39 @@ class ActivationService:
                                  "via": "retold activation"},
                     )  # fmt: skip
         return ActivationChange(record.id, before, activation, before != activation, reason)
+
+    async def recheck_ambient(self, *, actor: str) -> list[ActivationChange]:
+        """Demote every ambient record whose evidence no longer passes the evidence checks.
+
+        For records made ambient before the user's own words were told apart from material
+        they quoted (issue 45): each ambient record's evidence is read again in its turn, and
+        one that is not verified in its owner's own words becomes conditional, whoever made
+        it ambient (a person's promotion relied on the same check). Other reasons a record
+        would not be promoted today (a category no longer promotable) are not this sweep's
+        business and leave it as it is. Returns what changed.
+        """
+        _require_text("actor", actor)
+        changes: list[ActivationChange] = []
+        for record_id in await self._store.ambient_record_ids():
+            record = await self._store.get_record(record_id)
+            if record is None or record.type != "semantic":
+                continue
+            try:
+                why = eligibility(await self._facts(record), self._config)
+            except Exception as exc:  # past the evidence checks: the claim reader failed, keep it
+                log.warning("activation re-check could not read %s: %s", record.id, exc)
+                continue
+            if why not in EVIDENCE_REASONS:
+                continue
+            previous = (await self._store.activation_of([record.id])).get(record.id)
+            reason = f"conditional: {why} (re-checked)"
+            async with self._store.transaction():
+                await self._record_decision(
+                    record, "conditional", previous, category=previous.category if previous else None,
+                    reason=reason, by="policy", actor=actor, at=self._clock.now(),
+                )  # fmt: skip
+            changes.append(ActivationChange(record.id, "ambient", "conditional", True, reason))
+        return changes
 
     async def resolve_review(
         self, ref: str, resolution: str, *, resolver: str, note: str | None = None
@@ -326,17 +375,55 @@ class ActivationService:
         )  # fmt: skip
 
     async def _checked_category(self, record: Record, known: str | None, activation: str) -> str | None:
-        """The category a promotion uses, after every eligibility check (raises when one fails)."""
-        category = known or read_claim(record.content).category
+        """The category a promotion uses, after every eligibility check (raises when one fails).
+
+        A failure of the policy itself (a text the claim reader cannot read) is a refusal
+        naming it, not a traceback: a promotion fails closed with nothing changed, and a
+        demotion, which is always safe, goes ahead with the category it already had.
+        """
+        try:
+            category = known or read_claim(record.content).category
+        except Exception as exc:
+            if activation == "ambient":
+                raise _policy_failed(record, exc) from exc
+            log.warning("activation policy could not read %s: %s", record.id, exc, exc_info=True)
+            category = known
         if activation != "ambient":
             return category
         facts = await self._facts(record)
-        why = eligibility(facts, self._config)
+        try:
+            why = eligibility(facts, self._config)
+        except Exception as exc:
+            raise _policy_failed(record, exc) from exc
         if why is None and category not in self._config.promotable_categories:
             why = f"category {category or 'unknown'} is not promotable"
         if why is not None:
             raise InvalidArgumentError(f"record {record.id} cannot be ambient: {why}")
         return category
+
+
+def _policy_failed(record: Record, exc: Exception) -> InvalidArgumentError:
+    """The refusal for a promotion the policy could not decide: content-free, naming the failure."""
+    log.warning("activation policy failed for %s: %s", record.id, exc, exc_info=True)
+    return InvalidArgumentError(
+        f"record {record.id} cannot be ambient: the activation policy could not read it "
+        f"({type(exc).__name__}); nothing changed"
+    )
+
+
+def _own_words(source: EvidenceTurn) -> bool:
+    """Whether a source's evidence is its user's own words in its turn (issue 45).
+
+    A retained transcript keeps the turn row but blanks its text: the evidence is then judged
+    on its own (its quotation marks, headers and lead-ins), the most that is left to read;
+    the record got its ``user_statement`` from the write path's check of the whole turn.
+    """
+    evidence = source.evidence
+    if not evidence or not evidence.strip():
+        return False
+    if not source.content.strip():
+        return read_voice(evidence, evidence).own
+    return read_voice(source.content, evidence).own
 
 
 def _facts(record: Record, evidence_verified: bool) -> ActivationFacts:

@@ -2,9 +2,11 @@
 
 A record enters the profile (``ambient``) only when every check passes, and fails closed
 otherwise: it is an active, confirmed semantic record; its evidence is the user's own words,
-verified by the host in that user's turn; its category is promotable; and its form is a
-standing default in the record content or the evidence, with no one-off, conditional,
-time-bound, past, request or third-party cue in either, and no hedge. A promotable claim
+verified by the host in that user's turn and not material the user quoted, pasted or
+forwarded there (:mod:`retold.ingest.write.voice`; the evidence alone is read again here);
+its category is promotable; and its form is a standing default in the record content or the
+evidence, with no one-off, conditional, time-bound, past, request or third-party cue in either,
+and no hedge. A promotable claim
 whose form is merely unmarked or hedged goes to a person (the review queue).
 
 Why rules and not a model: the profile is read on every turn, so what enters it must be
@@ -22,11 +24,13 @@ from datetime import datetime
 from typing import Literal
 
 from retold.config.policy import ACTIVATION_CATEGORIES, ActivationConfig
+from retold.ingest.write.voice import read_voice
 from retold.models import ACTIVE_STATUSES
 from retold.policy.claim_reading import ClaimReading, Form, read_claim, read_text
 
 __all__ = [
     "DISQUALIFYING",
+    "EVIDENCE_REASONS",
     "ActivationDecision",
     "ActivationFacts",
     "ClaimReading",
@@ -42,6 +46,12 @@ DISQUALIFYING: frozenset[str] = frozenset(
 """Forms that keep a record conditional outright; ``hedged`` and ``unmarked`` go to review."""
 
 NOT_SEMANTIC = "conditional: only semantic records can be ambient"
+NOT_USER_STATEMENT = "the source is not the user's own statement"
+NO_EVIDENCE = "no evidence"
+NOT_VERIFIED = "the evidence is not verified in the user's own turn"
+QUOTED_EVIDENCE = "the evidence is quoted material, not the user's own words"
+EVIDENCE_REASONS: frozenset[str] = frozenset({NOT_USER_STATEMENT, NO_EVIDENCE, NOT_VERIFIED, QUOTED_EVIDENCE})
+"""The eligibility answers about the evidence itself (whose words, verified where)."""
 _FORM_WORDS: dict[str, str] = {
     "one_off": "one-off", "conditional": "conditional", "time_bound": "time-bound", "past": "past",
     "request": "a request", "third_party": "about someone else", "hedged": "hedged",
@@ -95,11 +105,13 @@ def eligibility(facts: ActivationFacts, config: ActivationConfig) -> str | None:
     if facts.status != "confirmed":
         return "the record is not confirmed"
     if facts.source_kind != "user_statement":
-        return "the source is not the user's own statement"
+        return NOT_USER_STATEMENT
     if not facts.evidence or not facts.evidence.strip():
-        return "no evidence"
+        return NO_EVIDENCE
     if not facts.evidence_verified:
-        return "the evidence is not verified in the user's own turn"
+        return NOT_VERIFIED
+    if not read_voice(facts.evidence, facts.evidence).own:
+        return QUOTED_EVIDENCE
     category = _category_of(facts)
     if category is not None and category not in config.promotable_categories:
         return f"category {category} is not promotable"

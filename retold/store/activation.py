@@ -17,9 +17,11 @@ from retold.models import ACTIVE_STATUSES, Record, Scope
 from retold.store.rows import record_from_row, scope_clause
 from retold.util import format_ts, new_id, parse_ts
 
-__all__ = ["ActivationMixin", "ActivationRow", "ReviewItem"]
+__all__ = ["ActivationMixin", "ActivationRow", "EvidenceTurn", "ReviewItem"]
 
 _ACTIVE = ", ".join(f"'{s}'" for s in ACTIVE_STATUSES)
+# store_meta's key once a store's ambient records were re-read for quoted evidence (issue 45).
+_RECHECKED = "ambient_voice_rechecked"
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,15 @@ class ActivationRow:
     decided_by: str  # policy | review | operator
     actor: str
     decided_at: datetime
+
+
+@dataclass(frozen=True)
+class EvidenceTurn:
+    """A user turn holding a record's ``user_statement`` evidence, as the store keeps it."""
+
+    user_id: str
+    content: str  # the turn's text; empty once the transcript was retained
+    evidence: str | None  # the quote this source contributed
 
 
 @dataclass(frozen=True)
@@ -141,15 +152,35 @@ class ActivationMixin:
         )
         return [(record_from_row(r, []), r["activation_category"]) for r in rows]
 
-    async def user_evidence_owner(self, record_id: str) -> str | None:
-        """The user whose own user turn holds the record's evidence, or None when none does.
+    async def ambient_record_ids(self) -> list[str]:
+        """Every record decided ambient, whoever decided it, oldest decision first."""
+        rows = await self.db.fetchall(
+            "SELECT record_id FROM record_activation WHERE activation = 'ambient'"
+            " ORDER BY decided_at, record_id"
+        )
+        return [str(r["record_id"]) for r in rows]
 
-        The record's first source must be a ``user_statement`` from a session of that user
-        whose referenced turn exists and is a user turn: what the host verified, read back
-        from the store so a person's promotion applies the same check as the policy.
+    async def ambient_rechecked(self) -> bool:
+        """Whether this store's ambient records were read again for quoted evidence (issue 45)."""
+        return bool(await self.db.fetchval(f"SELECT count(*) FROM store_meta WHERE key = '{_RECHECKED}'"))
+
+    async def mark_ambient_rechecked(self) -> None:
+        """Record that they were: later opens skip the re-check."""
+        await self.db.execute_atomic(
+            f"INSERT OR IGNORE INTO store_meta(key, value) VALUES ('{_RECHECKED}', 1)"
+        )
+
+    async def user_evidence_turns(self, record_id: str) -> list[EvidenceTurn]:
+        """The user turns that hold the record's ``user_statement`` evidence, oldest source first.
+
+        Each source must be a ``user_statement`` from a session of its user whose referenced
+        turn exists and is a user turn: what the host verified, read back from the store so a
+        person's promotion applies the same checks as the policy. The turn's text comes along
+        so the caller can check again that the evidence is the user's own words and not
+        material they quoted (issue 45); it is empty once ``retold retain`` blanked it.
         """
         rows = await self.db.fetchall(
-            """SELECT s.user_id, s.agent_id, s.session_id, s.source_ref
+            """SELECT s.user_id, s.agent_id, s.session_id, s.source_ref, s.evidence
                  FROM record_sources s JOIN records r ON r.id = s.record_id
                 WHERE s.record_id = ? AND s.source_kind = 'user_statement'
                   AND r.source_kind = 'user_statement'
@@ -157,18 +188,19 @@ class ActivationMixin:
                 ORDER BY s.added_at""",
             (record_id,),
         )
+        out: list[EvidenceTurn] = []
         for row in rows:
             turn = _turn_of(row["source_ref"], row["session_id"])
             if turn is None:
                 continue
-            role = await self.db.fetchval(
-                """SELECT role FROM session_turns
+            found = await self.db.fetchone(
+                """SELECT role, content FROM session_turns
                     WHERE agent_id = ? AND user_id = ? AND session_id = ? AND turn = ?""",
                 (row["agent_id"], row["user_id"], row["session_id"], turn),
             )
-            if role == "user":
-                return str(row["user_id"])
-        return None
+            if found is not None and found["role"] == "user":
+                out.append(EvidenceTurn(str(row["user_id"]), str(found["content"]), row["evidence"]))
+        return out
 
     # --- the review queue -------------------------------------------------------------------
 

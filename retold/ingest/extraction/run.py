@@ -53,6 +53,7 @@ __all__ = [
     "model_identity",
     "reporting_stages",
     "run_result",
+    "shares_the_result",
     "stage",
 ]
 
@@ -354,3 +355,16 @@ def run_result(run: ExtractionRun, status: Outcome) -> ExtractionResult:
         summary=summary,
         timings_ms=dict(run.timings),
     )
+
+
+def shares_the_result(result: ExtractionResult | None, *, force: bool) -> bool:
+    """Whether a call that waited on an in-flight run of the same session returns that run's result.
+
+    The run in flight holds the session's claim, so running again beside it could only answer
+    ``claimed_by_other``. The waiting call takes the result, unless the run ended without one
+    (cancelled, or an error escaped it: the caller then runs itself and the claim decides) or
+    the caller forces a re-run and the run it waited on found the session already extracted.
+    """
+    if result is None:
+        return False
+    return not (force and result.status == "skipped" and result.reason == "already_extracted")

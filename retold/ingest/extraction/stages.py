@@ -45,6 +45,7 @@ from retold.ingest.extraction.run import (
     stage,
 )
 from retold.ingest.write.batch import BatchError, write_batch
+from retold.ingest.write.evidence import supported_kind
 from retold.ingest.write.request import WriteRequest, WriteResult
 from retold.models import (
     CandidateRecord,
@@ -71,8 +72,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-_SUPPORTED_BY_ROLE = {"user": "user_statement", "tool": "tool_result", "assistant": "agent_inference"}
 
 
 # --- claim and context ---------------------------------------------------------------------------
@@ -240,13 +239,17 @@ def _requests(
 
 
 def _claimed_kind(state: CandidateState) -> str:
-    """The kind to hand the ingestor: the original claim when only the turn's role lowered it.
+    """The kind to hand the ingestor: the original claim when only evidence validation lowered it.
+
+    Validation lowers a claim to what its quote supports: the turn's role, or ``tool_result``
+    for material quoted inside a user turn (:func:`~retold.ingest.write.evidence.supported_kind`).
 
     The ingestor then applies the same downgrade itself, so the record's event keeps the
     claimed kind and the downgrade note exactly as for an explicit write.
     """
     assert state.turn is not None
-    if state.downgraded and state.candidate.source_kind == _SUPPORTED_BY_ROLE[state.turn.role]:
+    supported = supported_kind(state.turn, state.candidate.evidence or "")
+    if state.downgraded and state.candidate.source_kind == supported:
         return state.proposed.source_kind
     return state.candidate.source_kind
 

@@ -6,6 +6,13 @@ whole inside one turn. The turn's role caps the source kind the quote can suppor
 (user → ``user_statement``, tool → ``tool_result``, assistant → ``agent_inference``),
 and a direct claim is also checked for entailment so a real quote cannot carry an
 unrelated claim.
+
+A user turn supports ``user_statement`` only for the user's own words: a quote from inside
+material the user quoted, pasted or forwarded (:mod:`retold.ingest.write.voice`) is a third
+party's text the user showed the agent, the same observation a tool turn fetching it would
+be, so it is capped at ``tool_result`` (issue 45). It can never be the user's statement,
+and so never ambient; it still outranks an inference and is kept confirmed, because the
+text really is in the session.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from dataclasses import dataclass
 import anyio
 
 from retold.config import Config
+from retold.ingest.write.voice import read_voice
 from retold.models import EquivalenceJudge, EvidenceCheck, Turn
 from retold.util import normalize_ws
 
@@ -29,6 +37,7 @@ __all__ = [
     "assess_evidence",
     "locate_quote",
     "source_ref_for",
+    "supported_kind",
 ]
 
 NOTE_NOT_PROVIDED = "evidence not provided"
@@ -42,6 +51,15 @@ _SUPPORTED = {"user": "user_statement", "tool": "tool_result", "assistant": "age
 def source_ref_for(session_id: str, turn: int) -> str:
     """``session:<session_id><turn:n>``, the reference a record keeps to its evidence turn."""
     return f"session:{session_id}<turn:{turn}>"
+
+
+def supported_kind(turn: Turn, quote: str) -> str:
+    """The highest source kind ``quote`` in ``turn`` supports: the role's, except that material
+    quoted inside a user turn supports only ``tool_result``."""
+    supported = _SUPPORTED[turn.role]
+    if supported == "user_statement" and not read_voice(turn.content, quote).own:
+        return "tool_result"
+    return supported
 
 
 def locate_quote(
@@ -61,9 +79,12 @@ def locate_quote(
     hit = next((t for t in candidates if q in normalize_ws(t.content)), None)
     if hit is None:
         return EvidenceCheck(False, None, None, "agent_inference", NOTE_NOT_FOUND)
-    supported = _SUPPORTED[hit.role]
+    supported = supported_kind(hit, q)
     if _RANK.get(claimed, 0) > _RANK[supported]:
         note = f"downgraded from {claimed}: quote is from a {hit.role} turn"
+        if supported != _SUPPORTED[hit.role]:
+            why = read_voice(hit.content, q).reason
+            note = f"downgraded from {claimed}: quote is not the user's own words ({why})"
         return EvidenceCheck(True, hit.turn, hit.role, supported, note)  # type: ignore[arg-type]
     return EvidenceCheck(True, hit.turn, hit.role, claimed, None)  # type: ignore[arg-type]
 
@@ -126,7 +147,10 @@ async def assess_evidence(
     kept = normalize_ws(quote)
     if check.note is not None or check.source_kind == "agent_inference":
         return EvidenceOutcome(check.source_kind, ref, kept, check.note, check, None)
-    hypothesis = as_the_user(content, speaker_names) if check.role == "user" else content
+    hit = next(t for t in turns if t.turn == check.turn)
+    # Only the user's own words say "I" for the user; a quoted mail's "I" is its writer.
+    own = check.role == "user" and supported_kind(hit, kept) == "user_statement"
+    hypothesis = as_the_user(content, speaker_names) if own else content
     prefetch = getattr(judge, "prefetch", None)
     if prefetch is not None:  # the claim's own vector rides along: one model call for the write
         await anyio.to_thread.run_sync(prefetch, [kept, hypothesis, content])
