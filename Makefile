@@ -67,7 +67,7 @@ unit-lean:
 test-browser: $(STAMP)
 	$(BIN)/python -m pytest -m browser tests/browser
 
-# The benchmark tier: tests that read ../shared's LoCoMo data (a user's clone has none).
+# The benchmark tier: tests that read ../shared's LoCoMo and LongMemEval data (a user's clone has none).
 test-locomo: $(STAMP)
 	$(BIN)/python -m pytest -m locomo benchmarks/tests
 
@@ -99,6 +99,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/gate_labelled.py --json benchmarks/results/gate_labelled_calibration.json
 	$(BIN)/python benchmarks/gate_labelled.py --set separation --json benchmarks/results/gate_labelled_separation.json
 	$(BIN)/python benchmarks/locomo_retrieval.py --json benchmarks/results/locomo_retrieval.json
+	$(BIN)/python benchmarks/longmemeval_retrieval.py --embed-cache .cache/longmemeval-embeddings.npz --json benchmarks/results/longmemeval_retrieval.json
 ifneq ($(LOCOMO_HOSTED),)
 	$(BIN)/python benchmarks/locomo_retrieval.py --hosted $(LOCOMO_HOSTED) --json benchmarks/results/locomo_hosted.json
 else
@@ -114,6 +115,7 @@ bench-quick: $(STAMP)
 	$(BIN)/python benchmarks/relative_dates.py --json /dev/null
 	$(BIN)/python benchmarks/portal_overhead.py --calls 500 --json /dev/null
 	$(BIN)/python benchmarks/locomo_retrieval.py --quick
+	$(BIN)/python benchmarks/longmemeval_retrieval.py --sample 10 --embed-cache .cache/longmemeval-embeddings.npz
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis build *.egg-info
