@@ -11,9 +11,11 @@ from collections import defaultdict
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, NamedTuple
 
+import numpy as np
+
 from retold.models import Candidate, GeneratorHit, LexicalMatch
 
-__all__ = ["Flags", "assemble", "fuse", "logged_flags", "read_flags", "rrf"]
+__all__ = ["Flags", "assemble", "fuse", "hold_below_best", "logged_flags", "read_flags", "rrf"]
 
 
 # Bits of a fused log row's fourth item.
@@ -79,6 +81,7 @@ def fuse(
     replies: Sequence[str] = (),
     reply_weight: float = 1.0,
     similarity_weight: float = 1.0,
+    best: Sequence[str] = (),
 ) -> list[Candidate]:
     """Candidates carrying every generator's rank and score, ordered by fused score.
 
@@ -100,6 +103,10 @@ def fuse(
     more helps stores of short turns and hurts stores of long records, docs/decisions.md).
     Each candidate carries what every list gave its score (``contributions``, by list name),
     so an explanation adds up to it.
+
+    ``best`` are the best matches of the first fusion (the leaders the passes read beside):
+    what the passes that read beside them add (context, neighbours, replies) never lifts a
+    record above one of them that the other lists rank higher (:func:`hold_below_best`).
     """
     similar = {
         "dense": [d[0] for d in dense], "context": [c[0] for c in context],
@@ -125,6 +132,8 @@ def fuse(
             for name in parts.keys() - words.keys():
                 parts[name] *= subject_weight
         scores[rid] = alike + said
+    if best:
+        hold_below_best(scores, shares, best, _PASSES)
     dense_hits = {rid: GeneratorHit(rank, cos) for rank, (rid, cos) in enumerate(dense, start=1)}
     for rid, cos in (*context, *neighbours):
         dense_hits.setdefault(rid, GeneratorHit(len(dense_hits) + 1, cos))
@@ -147,6 +156,50 @@ def fuse(
                  contributions=shares[rid])
         for rank, rid in enumerate(ordered, start=1)
     ]  # fmt: skip
+
+
+_PASSES = frozenset({"context", "neighbours", "replies"})
+"""The lists that say where a record was said (beside a best match, on its day, just after a
+question), not what it says. The time answers are judged by their own words (a time, for a
+query that asks when): they rank as a channel does."""
+
+
+def hold_below_best(
+    scores: dict[str, float],
+    shares: Mapping[str, dict[str, float]],
+    best: Sequence[str],
+    passes: Collection[str],
+) -> None:
+    """Keep every record that a pass lifted strictly below each of the ``best`` matches the
+    other lists rank above it: in place, scaling down what the passes gave it so that its
+    contributions still add up to its score.
+
+    The passes say where a record was said (beside a best match, on its day, just after a
+    question), not how well it matches: on a store where every record shares one day or sits
+    beside every other (a user's first few facts), they would lift every record beside every
+    other and outweigh the channel that found the answer. Bounded this way they fill the
+    ranks after the best matches, and a record the channels put first stays first. The bound
+    is against every best match, not only the one a record sits beside, so that a record
+    lifted beside the second best cannot pass the first either.
+    """
+    own = {rid: sum(v for name, v in parts.items() if name not in passes) for rid, parts in shares.items()}
+    leaders = sorted((rid for rid in dict.fromkeys(best) if rid in scores), key=lambda rid: -own[rid])
+    lifted = sorted(
+        (rid for rid, parts in shares.items() if passes & parts.keys()), key=lambda rid: -own[rid]
+    )
+    for rid in lifted:  # in the channels' order: a leader's own bound is settled before it bounds others
+        above = [scores[a] for a in leaders if a != rid and own[a] > own[rid]]
+        if not above or scores[rid] < min(above):
+            continue
+        bound = float(np.nextafter(min(above), -np.inf))
+        parts = shares[rid]
+        lift = sum(v for name, v in parts.items() if name in passes)
+        keep = max(0.0, (bound - own[rid]) / lift) if lift > 0 else 0.0
+        for name in passes & parts.keys():
+            parts[name] *= keep
+        # Exactly the bound: records held below the same leader tie, and fusion's own tie-break
+        # (best channel rank) orders them, as it would have with what the passes gave them.
+        scores[rid] = bound
 
 
 def _shares(

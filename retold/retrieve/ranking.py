@@ -74,6 +74,7 @@ async def _fuse(services: SearchServices, run: SearchRun) -> list[Candidate]:
         replies=run.replies,
         reply_weight=cfg.reply_weight,
         similarity_weight=cfg.similarity_weight,
+        best=run.best,
     )
     # Hard isolation invariant: nothing outside the eligible set goes any further.
     fused = [c for c in fused if c.record_id in run.eligible]
@@ -248,6 +249,7 @@ async def rank(services: SearchServices, run: SearchRun) -> None:
     cfg = services.config.retrieval
     t = time.perf_counter()
     fused = await _fuse(services, run)
+    run.best = [c.record_id for c in fused[: max(cfg.context_anchors, cfg.neighbour_anchors, 1)]]
     if run.qvecs is not None and fused and await _beside_the_best(services, run, fused):
         fused = await _fuse(services, run)  # again, with the context and neighbour lists
     if fused:

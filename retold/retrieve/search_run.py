@@ -102,6 +102,7 @@ class SearchRun:
     about_read: set[str] = field(default_factory=set)  # candidates whose 'about' links were read
     other_subject: set[str] = field(default_factory=set)  # about someone else (retold.retrieve.subjects)
     time_answers: list[str] = field(default_factory=list)  # tell a time; the query asks when
+    best: list[str] = field(default_factory=list)  # the channels' best matches, which no pass outranks
     reply_of: dict[str, str] = field(default_factory=dict)  # asker -> its reply (retold.retrieve.replies)
     replies: list[str] = field(default_factory=list)  # the replies, in their askers' order
     # The last days read whole, and the sets of days found too busy to read (retold.retrieve.
