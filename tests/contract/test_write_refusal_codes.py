@@ -10,26 +10,23 @@ a refused write leaves the store unchanged.
 
 from __future__ import annotations
 
-import functools
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 from langchain_core.messages import ToolMessage
 
 from retold.adapters.crewai_binding import CrewMemoryRefusedError
 from retold.adapters.crewai_memory import RetoldCrewMemory
 from retold.adapters.langgraph_store import RetoldStore, StoreRefusedError
-from retold.adapters.mcp import BoundSession, MemoryMcp
 from retold.models import Principal
 
 from .crew_doubles import keep_crewai_offline
 from .scripted import USER, Memory, ScriptedChatModel, call, open_memory, say
 from .test_adapter_equivalence import via_deepagents, via_middleware, via_nodes
+from .test_mcp_langchain import mcp_session
 
 CONTENT = "We chose Postgres for the Atlas service."
 EPISODE = {"type": "episodic", "content": CONTENT}
@@ -47,25 +44,8 @@ async def via_tools(m: Memory, target: str, tmp_path: Path) -> str:
     return str(result["error"])
 
 
-@asynccontextmanager
-async def mcp_client(m: Memory) -> AsyncIterator[Any]:
-    """An initialized SDK ClientSession on an in-process server bound to ``P``."""
-    from mcp.client.session import ClientSession
-    from mcp.shared.memory import create_client_server_memory_streams
-
-    session = BoundSession(m.rt, P)
-    server = MemoryMcp(m.rt, session).build()
-    async with create_client_server_memory_streams() as (client, served), anyio.create_task_group() as tg:
-        tg.start_soon(functools.partial(server.run, *served, server.create_initialization_options()))
-        async with ClientSession(*client) as client_session:
-            await client_session.initialize()
-            yield client_session
-        tg.cancel_scope.cancel()
-    await session.close()
-
-
 async def via_mcp(m: Memory, target: str, tmp_path: Path) -> str:
-    async with mcp_client(m) as client:
+    async with mcp_session(m.rt, P) as client:
         out = (await client.call_tool("memory_write", {**EPISODE, "write_target": target})).model_dump(
             by_alias=True, mode="json", exclude_none=True
         )
