@@ -406,7 +406,8 @@ def test_a_day_of_near_matches_raises_the_bar_a_standout_must_clear() -> None:
     for c in beside:
         c.in_context = True
     assert dense_reference(crowd) == pytest.approx(0.1)
-    assert dense_reference([*crowd, *beside]) == pytest.approx((0.1 * 10 + 0.4 * 2) / 12)
+    n = STANDOUT_MIN_MATCHES
+    assert dense_reference([*crowd, *beside]) == pytest.approx((0.1 * n + 0.4 * 2) / (n + 2))
 
 
 def test_the_standout_rule_never_applies_to_a_turn_that_asks_nothing() -> None:
