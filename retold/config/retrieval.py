@@ -350,7 +350,7 @@ class GateConfig(_Block):
     relative_floor: _Unit = Field(0.0, description=_RELATIVE)
     context_floor: _Unit = Field(0.2, description=_CONTEXT)
     companion_floor: _Unit = Field(0.2, description=_COMPANION)
-    companion_beside_floor: _Unit = Field(0.0, description=_COMPANION_BESIDE)
+    companion_beside_floor: _Unit = Field(0.1, description=_COMPANION_BESIDE)
     window_floor: _Unit = Field(0.3, description=_WINDOW)
     companion_rank: _PositiveInt = Field(10, description=_COMPANION_RANK)
     standout_floor: _Unit = Field(0.3, description=_STANDOUT)

@@ -94,6 +94,10 @@ async def test_with_the_gate_on_a_paraphrase_finds_its_fact_and_an_unrelated_que
     for fact, _, question in FACTS:
         results = (await rt.search(p, SearchRequest(queries=[question]))).results
         firsts += bool(results) and ids.get(results[0].record.id) == fact
+        for r in results:  # a companion clears a real floor, not cosine 0.03 for sharing a day
+            dense = r.explanation.dense
+            if r.explanation.gate.startswith("companion"):
+                assert dense is not None and dense.score >= 0.1, r.explanation.gate
     assert firsts >= 6, firsts  # at ten matches the rule was off: 5 and 1 of 8
     for question in UNRELATED:
         assert not (await rt.search(p, SearchRequest(queries=[question]))).results, question

@@ -106,7 +106,7 @@ def test_gate_defaults() -> None:
     assert gate.auto.exclude_source_kinds == ("session_summary",)
     assert (gate.context_floor, gate.auto.context_floor) == (0.2, 0.3)
     assert (gate.companion_floor, gate.auto.companion_floor, gate.companion_rank) == (0.2, 0.3, 10)
-    assert (gate.companion_beside_floor, gate.auto.companion_beside_floor) == (0.0, 0.3)
+    assert (gate.companion_beside_floor, gate.auto.companion_beside_floor) == (0.1, 0.3)
     assert (gate.window_floor, gate.auto.window_floor) == (0.3, 0.4)
     assert (gate.standout_floor, gate.standout_margin) == (0.3, 0.22)
     assert (gate.auto.standout_floor, gate.auto.standout_margin) == (0.4, 0.25)
