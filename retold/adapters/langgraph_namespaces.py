@@ -164,12 +164,9 @@ def run_caller() -> Caller:
 
 def _context_user() -> Any:
     """The run context's ``user_id``: None outside a graph (a runnable has config but no runtime)."""
-    try:
-        from langgraph.runtime import get_runtime
+    from retold.adapters.common import current_context  # langchain's tool layer: loaded on use
 
-        context = getattr(get_runtime(), "context", None)
-    except (RuntimeError, KeyError, ImportError):
-        return None
+    context = current_context()
     return context.get("user_id") if isinstance(context, Mapping) else getattr(context, "user_id", None)
 
 
