@@ -1,6 +1,6 @@
 """SQLite and PostgreSQL side by side: search, write and concurrent throughput in one run.
 
-For each size, the same synthetic store (``search_latency.build_store``: Zipf-like text,
+For each size, the same synthetic store (``synthetic_store.build_store``: Zipf-like text,
 ``FakeEmbedder(384, delay 25 ms)`` standing in for the model) is built on both backends,
 then measured the same way:
 
@@ -79,7 +79,7 @@ async def _write_latency(rt: Any, writes: int) -> list[float]:
 
 
 async def measure_one(location: str, n: int, searches: int, writes: int) -> dict[str, Any]:
-    from search_latency import build_store, measure
+    from synthetic_store import build_store, measure
 
     from retold.models import Scope
     from retold.testing import FakeEmbedder
@@ -148,7 +148,7 @@ def clients_throughput(location: str, seconds: float = 10.0) -> float:
 
 
 async def client(location: str, seconds: float, seed: int) -> None:
-    from search_latency import queries_for, vocabulary
+    from synthetic_store import queries_for, vocabulary
 
     import retold
     from retold.models import Principal, SearchRequest

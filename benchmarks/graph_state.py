@@ -1,11 +1,11 @@
 """How big each search-graph node's state update is, as Studio and a trace receive it.
 
-Builds the synthetic store of ``search_latency.py`` (default 50,000 records, FakeEmbedder),
-streams searches through the compiled search graph with ``stream_mode="updates"`` (JSON
-input, as ``langgraph dev`` runs it), serialises every node's update the way LangGraph's
-server does, and prints the largest and median size per node. Target: every update
-<= 20 KB at 50K records (it was 196-256 KB per node at 5,000 records when the graph's state
-was the whole run).
+Builds the synthetic store of ``search_latency.py`` (``synthetic_store.py``: default 50,000
+records, FakeEmbedder), streams searches through the compiled search graph with
+``stream_mode="updates"`` (JSON input, as ``langgraph dev`` runs it), serialises every
+node's update the way LangGraph's server does, and prints the largest and median size per
+node. Target: every update <= 20 KB at 50K records (it was 196-256 KB per node at 5,000
+records when the graph's state was the whole run).
 
     python benchmarks/graph_state.py                 # 50K records, 20 searches
     python benchmarks/graph_state.py --records 5000 --check
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from common import percentile
-from search_latency import build_store, queries_for
+from synthetic_store import build_store, queries_for
 
 from retold.testing import FakeEmbedder
 

@@ -22,8 +22,9 @@ keeps the guarantees that matter to the callers:
     extractor = StructuredLLMExtractor(completer)   # or StructuredLLMExtractor.from_chat_model(model)
     rt = await retold.open_runtime("memory.sqlite", config, chat_model=model)   # every hosted feature
 
-``langchain-core`` is a core dependency but is imported on first use, so ``import retold``
-does not load it.
+Which stages a chat model answers is :func:`retold.chat_stages.hosted_stages`: the stages
+import this module, never the other way round. ``langchain-core`` is a core dependency but is
+imported on first use, so ``import retold`` does not load it.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ import json
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 
@@ -45,9 +46,7 @@ if TYPE_CHECKING:
     from langchain_core.language_models.chat_models import BaseChatModel
     from langchain_core.runnables import Runnable
 
-    from retold.config import Config
-
-__all__ = ["PROVIDER", "ChatModelCompleter", "HostedStages", "chat_model_name", "hosted_stages"]
+__all__ = ["PROVIDER", "ChatModelCompleter", "chat_model_name"]
 
 logger = logging.getLogger(__name__)
 
@@ -249,44 +248,3 @@ class ChatModelCompleter:
             secrets=self._secrets,
             hint=" (check the chat model's API key)",
         )
-
-
-class HostedStages(NamedTuple):
-    """The models :class:`~retold.runtime.Runtime` takes that a chat model can answer."""
-
-    judge: Any
-    rewriter: Any
-    extractor: Any
-    reviewer: Any
-
-
-def hosted_stages(
-    config: Config,
-    model: BaseChatModel,
-    *,
-    judge: Any = None,
-    rewriter: Any = None,
-    extractor: Any = None,
-    reviewer: Any = None,
-) -> HostedStages:
-    """Fill every hosted stage config enables, and the host did not pass, with ``model``.
-
-    Enabled means what it means without a chat model: ``retrieval.rewrite.enabled``,
-    ``ingestion.extraction_enabled``, a reviewer whenever there is an extractor, and
-    ``ingestion.equivalence.model`` naming a hosted judge (``<provider>:<model>``). The
-    chat model answers them in place of the provider and model named there; timeouts still
-    come from config. Stages left ``None`` are built from config as before.
-    """
-    from retold.ingest.equivalence.llm import LLMJudge, hosted_judge_model
-    from retold.ingest.extraction.structured import StructuredLLMExtractor, StructuredLLMReviewer
-    from retold.retrieve.rewrite import HostedLLMQueryRewriter
-
-    if judge is None and hosted_judge_model(config.ingestion.equivalence.model) is not None:
-        judge = LLMJudge.from_chat_model(model, config)
-    if rewriter is None and config.retrieval.rewrite.enabled:
-        rewriter = HostedLLMQueryRewriter.from_chat_model(model, config.retrieval.rewrite)
-    if extractor is None and config.ingestion.extraction_enabled:
-        extractor = StructuredLLMExtractor.from_chat_model(model, config)
-    if reviewer is None and extractor is not None:
-        reviewer = StructuredLLMReviewer.from_chat_model(model, config)
-    return HostedStages(judge, rewriter, extractor, reviewer)

@@ -78,7 +78,7 @@ class Runtime:
 
             embedder = build_embedder(config.embedding)
         if chat_model is not None:
-            from retold.chat_model import hosted_stages
+            from retold.chat_stages import hosted_stages
 
             judge, rewriter, extractor, reviewer = hosted_stages(
                 config, chat_model, judge=judge, rewriter=rewriter, extractor=extractor, reviewer=reviewer

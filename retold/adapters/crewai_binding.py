@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import logging
 import threading
 import uuid
@@ -30,6 +31,7 @@ from retold.adapters.portal import LoopBridge
 from retold.errors import InvalidArgumentError, RetoldError
 from retold.models import Principal, Record, Scope, SearchRequest, SearchResult
 from retold.policy.grants import readable_scopes
+from retold.policy.lifecycle import kept_while_saved
 from retold.retrieve.render import render_result, short_id
 from retold.sync import SyncRuntime
 from retold.tools import limits
@@ -365,6 +367,10 @@ class Binding:
         record = await self.rt.store.get_record(result["record_id"])
         if record is None:  # pragma: no cover - a write that reports a record always has one
             raise CrewMemoryRefusedError("not_found", "the written record could not be read back")
+        changes = kept_while_saved(record)  # what a crew saves is kept until it is forgotten
+        if changes:
+            await self.rt.store.update_record(record.id, **changes)
+            record = dataclasses.replace(record, **changes)  # type: ignore[arg-type]
         out = crew_record(record)
         out.metadata["retold"]["outcome"] = result.get("outcome")
         return out

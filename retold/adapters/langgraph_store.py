@@ -53,6 +53,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
+import numpy as np
 from langgraph.store.base import (
     NOT_PROVIDED,
     GetOp,
@@ -120,8 +121,10 @@ from retold.adapters.langgraph_values import (
 )
 from retold.adapters.portal import LoopBridge
 from retold.errors import InvalidArgumentError
+from retold.index.embedder import embed_queries
 from retold.models import Principal, Record, Scope, SearchRequest, validate_id
 from retold.policy.grants import readable_scopes
+from retold.policy.lifecycle import kept_while_saved
 from retold.store.items import StoreItemRow
 from retold.tools import limits
 from retold.util import normalize_ws, text_problem
@@ -538,6 +541,13 @@ class RetoldStore(ProfileAccess, AsyncBatchedBaseStore):
             if op.index is False
             else record_text(value, fields if fields is not None else self.index_fields)
         )
+        if content is not None and len(content) > limits.MAX_CONTENT_CHARS:
+            raise StoreRefusedError(
+                "invalid_input",
+                f"the value's text to index is {len(content):,} characters and a memory holds at most "
+                f"{limits.MAX_CONTENT_CHARS:,}: split it into several items, name shorter fields in "
+                "index=[...], or put it with index=False (kept and returned by get, never searched)",
+            )
         ns = ns_text(op.namespace)
         store, tools = self._rt.store, self._rt.tools
         async with self._lock(ns, key):
@@ -580,6 +590,8 @@ class RetoldStore(ProfileAccess, AsyncBatchedBaseStore):
             elif sole and old is not None and is_live(old, now):
                 await self._forget(principal, old.id, "a LangGraph store put made this key unindexed")
             expires = expiry_after(now, ttl) if ttl is not None else None
+            if expires is None and record_id is not None:
+                await self._keep(record_id)
             if expires is not None and record_id is not None and outcome != "unchanged":
                 fresh = outcome.startswith(("created", "superseded"))
                 record = await store.get_record(record_id)
@@ -603,6 +615,16 @@ class RetoldStore(ProfileAccess, AsyncBatchedBaseStore):
                     **owner_fields(principal, target.scope), "namespace": ns, "key": key, "outcome": outcome
                 },
             )  # fmt: skip
+
+    async def _keep(self, record_id: str) -> None:
+        """A value put without a ttl is kept until it is deleted, as in every LangGraph store: its
+        record loses the provisional lifetime an unevidenced claim gets elsewhere (its rank and
+        status stay those of the agent's own claim). A reinforcement then extends no lifetime
+        (:func:`retold.policy.lifecycle.kept_while_saved`)."""
+        record = await self._rt.store.get_record(record_id)
+        changes = kept_while_saved(record) if record is not None else {}
+        if changes:
+            await self._rt.store.update_record(record_id, **changes)
 
     async def _forget(self, principal: Principal, record_id: str, reason: str) -> None:
         result = await self._rt.tools.call(principal, "memory_forget", {"id": record_id, "reason": reason})
@@ -646,23 +668,50 @@ class RetoldStore(ProfileAccess, AsyncBatchedBaseStore):
 
     async def _search(self, op: SearchOp, caller: Caller) -> list[SearchItem]:
         prefix = tuple(op.namespace_prefix)
-        target = self._target(prefix)
-        self._own(target, caller, prefix)
+        check_namespace(prefix)
         limit, offset = (
             bounded_int(op.limit, 0, 1000, "limit"),
             bounded_int(op.offset, 0, 1_000_000, "offset"),
         )
         check_filter(op.filter)
-        principal = self._principal(target, caller)
-        if limit == 0 or not await self._can_read(principal, target.scope):
+        target = self.namespaces.target(prefix)
+        if target is not None:
+            self._own(target, caller, prefix)
+            principal = self._principal(target, caller)
+            readable = await self._can_read(principal, target.scope)
+            areas = {target.scope: target.root} if readable else {}
+        else:
+            principal, areas = await self._areas_under(prefix, caller)
+        if limit == 0 or not areas:
             return []
         if op.query is not None:
-            return await self._query(op, prefix, target, principal, limit, offset)
-        return await self._list(op, prefix, target, limit, offset)
+            return await self._query(op, prefix, areas, principal, limit, offset)
+        return await self._list(op, prefix, areas, limit, offset)
+
+    async def _areas_under(
+        self, prefix: tuple[str, ...], caller: Caller
+    ) -> tuple[Principal, dict[Scope, tuple[str, ...]]]:
+        """A prefix above any one scope's namespace (``("memories",)``, ``()``): the caller's readable
+        scopes whose root namespace lies under it, as LangGraph's stores search every namespace
+        that starts with the prefix. Another user's scope is never among them: a user grant
+        counts only for its own user."""
+        user = caller.user_id or self.default_user_id
+        if not user:
+            raise StoreNamespaceError(
+                f"namespace prefix {show_namespace(prefix)} spans every user's memories: run with "
+                'config={"configurable": {"user_id": ...}} or pass RetoldStore(default_user_id=...)'
+            )
+        principal = self._run_principal(Caller(caller.thread_id, user, caller.authenticated))
+        areas: dict[Scope, tuple[str, ...]] = {}
+        for scope in await readable_scopes(self._rt.store, principal):
+            root = None if scope.is_private else self.namespaces.namespace_for(scope)
+            if root is not None and tuple(root[: len(prefix)]) == prefix:
+                areas[scope] = tuple(root)
+        return principal, areas
 
     async def _query(
-        self, op: SearchOp, prefix: tuple[str, ...], target: NamespaceTarget, principal: Principal,
-        limit: int, offset: int,
+        self, op: SearchOp, prefix: tuple[str, ...], areas: Mapping[Scope, tuple[str, ...]],
+        principal: Principal, limit: int, offset: int,
     ) -> list[SearchItem]:  # fmt: skip
         query = op.query.strip() if isinstance(op.query, str) else ""
         if not query or len(query) > limits.MAX_QUERY_CHARS or text_problem(query):
@@ -670,56 +719,91 @@ class RetoldStore(ProfileAccess, AsyncBatchedBaseStore):
                 f"query must be non-blank text of at most {limits.MAX_QUERY_CHARS} characters"
             )
         k = min(limits.MAX_K, offset + limit)
+        scopes = list(areas)
         response = await self._rt.search(
-            principal, SearchRequest(queries=[query], k=k, scopes=[target.scope], gate=self.gate)
+            principal, SearchRequest(queries=[query], k=k, scopes=scopes, gate=self.gate)
         )
         store, now = self._rt.store, self._rt.clock.now()
         ids = [r.record.id for r in response.results]
-        items = await store.store_items_for_records(ids, [target.scope], ns_text(prefix), now=now)
+        items = await store.store_items_for_records(ids, scopes, ns_text(prefix) if prefix else None, now=now)
         keyed = await store.records_with_items(ids)
+        relevance = await self._relevance(query, ids)
         out: list[SearchItem] = []
         for result in response.results:
             explanation = explanation_of(result, response.search_id)
+            score = relevance.get(result.record.id, 0.0)
             for row in items.get(result.record.id, []):
-                out.append(
-                    search_item(
-                        item_of(row, ns_tuple(row.namespace)), result.score, row.record_id, explanation
-                    )
-                )
-            if result.record.id not in keyed and prefix == target.root:
-                item = record_item(result.record, target.root)
-                out.append(search_item(item, result.score, result.record.id, explanation))
+                item = item_of(row, ns_tuple(row.namespace))
+                out.append(search_item(item, score, row.record_id, explanation))
+            root = areas.get(result.record.scope)
+            if result.record.id not in keyed and root is not None and root[: len(prefix)] == prefix:
+                item = record_item(result.record, root)
+                out.append(search_item(item, score, result.record.id, explanation))
         if op.filter:
             out = [i for i in out if filter_matches(i.value, op.filter)]
         return out[offset : offset + limit]
 
+    async def _relevance(self, query: str, record_ids: Sequence[str]) -> dict[str, float]:
+        """Each hit's ``score``: the cosine of the query and the record's vector, clipped to [0, 1],
+        the number LangGraph's InMemoryStore reports over the same embedder (so a threshold
+        written for it means the same here). The order stays retold's fused ranking; the fused
+        score is in the explanation. The query's vector is the one the search just embedded
+        (the embedder's query cache)."""
+        if not record_ids:
+            return {}
+        embedding = self._rt.config.embedding
+        vector = (await embed_queries(self._rt.embedder, [query]))[0]
+        blobs = await self._rt.store.vectors_for(
+            record_ids, embedding.model, embedding.version, embedding.dims
+        )
+        norm = float(np.linalg.norm(vector)) or 1.0
+        out: dict[str, float] = {}
+        for record_id, blob in blobs.items():
+            stored = np.frombuffer(blob, dtype=np.float32)
+            length = float(np.linalg.norm(stored))
+            cosine = float(stored @ vector) / (length * norm) if length else 0.0
+            out[record_id] = min(1.0, max(0.0, cosine))
+        return out
+
     async def _list(
-        self, op: SearchOp, prefix: tuple[str, ...], target: NamespaceTarget, limit: int, offset: int
-    ) -> list[SearchItem]:
+        self, op: SearchOp, prefix: tuple[str, ...], areas: Mapping[Scope, tuple[str, ...]], limit: int,
+        offset: int,
+    ) -> list[SearchItem]:  # fmt: skip
+        """Items under ``prefix``, newest first, across every readable scope under it; a scope's
+        records no key refers to are listed under its root namespace when that lies under it."""
         store, now = self._rt.store, self._rt.clock.now()
-        root = target.scope if prefix == target.root else None
-        ns = ns_text(prefix)
-        if not op.filter:
+        ns = ns_text(prefix) if prefix else None
+        roots = {scope: root if root[: len(prefix)] == prefix else None for scope, root in areas.items()}
+        if len(areas) == 1 and not op.filter:
+            ((scope, root),) = areas.items()
             entries = await store.store_entries(
-                [target.scope], ns, root=root, now=now, limit=limit, offset=offset
+                [scope], ns, root=scope if roots[scope] else None, now=now, limit=limit, offset=offset
             )
-            return await self._entry_items(entries, target, op.refresh_ttl, now)
+            return await self._entry_items(entries, root, op.refresh_ttl, now)
+        wanted, gathered = offset + limit, []
+        for scope, root in areas.items():
+            scanned = 0
+            while scanned < SCAN_LIMIT:
+                page = await store.store_entries(
+                    [scope], ns, root=scope if roots[scope] else None, now=now, limit=PAGE, offset=scanned
+                )
+                gathered += [(entry, root) for entry in page]
+                scanned += len(page)
+                if len(page) < PAGE or (not op.filter and scanned >= wanted):
+                    break
+        gathered.sort(key=lambda pair: (pair[0].updated_at, pair[0].record_id or ""), reverse=True)
         matched: list[SearchItem] = []
-        scanned = 0
-        while len(matched) < offset + limit and scanned < SCAN_LIMIT:
-            entries = await store.store_entries(
-                [target.scope], ns, root=root, now=now, limit=PAGE, offset=scanned
-            )
-            if not entries:
+        for entry, root in gathered:
+            if len(matched) >= wanted:
                 break
-            scanned += len(entries)
-            for item in await self._entry_items(entries, target, False, now):
-                if filter_matches(item.value, op.filter):
+            refresh = op.refresh_ttl and not op.filter and len(matched) >= offset
+            for item in await self._entry_items([entry], root, refresh, now):
+                if not op.filter or filter_matches(item.value, op.filter):
                     matched.append(item)
         return matched[offset : offset + limit]
 
     async def _entry_items(
-        self, entries: list[Any], target: NamespaceTarget, refresh: bool, now: datetime
+        self, entries: list[Any], root: tuple[str, ...], refresh: bool, now: datetime
     ) -> list[SearchItem]:
         records = {
             r.id: r
@@ -732,7 +816,7 @@ class RetoldStore(ProfileAccess, AsyncBatchedBaseStore):
                 out.append(search_item(item_of(row, ns_tuple(row.namespace)), None, row.record_id, None))
             elif entry.record_id in records:
                 record = records[entry.record_id]
-                out.append(search_item(record_item(record, target.root), None, record.id, None))
+                out.append(search_item(record_item(record, root), None, record.id, None))
         return out
 
     # --- list_namespaces --------------------------------------------------------------------

@@ -31,7 +31,7 @@ from retold.errors import IdentityError
 from retold.graph_nodes.identity import is_served, served_principal
 from retold.graph_nodes.live_runs import LiveRuns
 from retold.ingest.extraction import stages as extraction
-from retold.ingest.extraction.run import ExtractionRun, ExtractionServices, Stage
+from retold.ingest.extraction.run import STAGE_NAMES, ExtractionRun, ExtractionServices, Stage
 from retold.ingest.extraction.views import STAGE_VIEWS
 
 if TYPE_CHECKING:
@@ -56,6 +56,8 @@ STAGES: tuple[tuple[str, Stage], ...] = (
     ("write", extraction.write),
 )
 """The stages in order; each has a fail-closed edge to ``fail``."""
+if tuple(name for name, _ in STAGES) != STAGE_NAMES:  # the run counts progress by STAGE_NAMES
+    raise RuntimeError(f"STAGES must follow retold.ingest.extraction.run.STAGE_NAMES {STAGE_NAMES}")
 
 
 class ExtractionInput(TypedDict, total=False):

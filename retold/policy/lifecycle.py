@@ -59,6 +59,16 @@ def initial_expiry(source_kind: str, now: datetime, config: Config) -> datetime 
     return None
 
 
+def kept_while_saved(record: Record) -> dict[str, object]:
+    """What changes when a host saves a record through a surface whose users expect it kept until
+    they delete it (a LangGraph store put without a ttl, a CrewAI ``remember``): an unevidenced
+    claim loses its provisional lifetime, and keeps its status and rank. Empty when nothing
+    changes. A reinforcement never gives it a lifetime back (:func:`reinforce`)."""
+    if record.status == "provisional" and record.expires_at is not None:
+        return {"expires_at": None}
+    return {}
+
+
 def has_authority(new: Record, old: Record, config: Config) -> bool:
     """Rank first, then the later event, then the later write (spec §6.3)."""
     new_rank, old_rank = source_rank(new.source_kind, config), source_rank(old.source_kind, config)
@@ -89,7 +99,8 @@ def reinforce(
         "confidence": min(0.99, round(record.confidence + 0.1, 10)),
     }
     if record.status == "provisional":
-        changes["expires_at"] = now + timedelta(days=config.ingestion.provisional_ttl_days)
+        if record.expires_at is not None:  # one a LangGraph store key keeps has no lifetime to extend
+            changes["expires_at"] = now + timedelta(days=config.ingestion.provisional_ttl_days)
         if record.reinforcements + 1 >= config.ingestion.reinforcements_to_confirm:
             changes["status"] = "confirmed"
             changes["expires_at"] = None

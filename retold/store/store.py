@@ -25,6 +25,7 @@ from retold.errors import InvalidArgumentError, MigrationIssuesError, NotFoundEr
 from retold.models import ACTIVE_STATUSES, Record, RecordSource, Scope
 from retold.store.activation import ActivationMixin
 from retold.store.audit import AuditMixin
+from retold.store.backends import backend_for
 from retold.store.bulk import FTS_ROW_AT_SQL, FTS_ROW_SQL, BulkMixin
 from retold.store.database import Database
 from retold.store.eligible import EligibleCache, EligibleMixin
@@ -35,7 +36,6 @@ from retold.store.items import StoreItemsMixin
 from retold.store.maintenance import MaintenanceMixin
 from retold.store.metrics import MetricsMixin
 from retold.store.migrations import LATEST_VERSION, current_version, migrate
-from retold.store.postgres import is_postgres_url
 from retold.store.rows import RECORD_COLUMNS, record_from_row, record_to_params, scope_clause, to_sql
 from retold.store.search import SearchMixin
 from retold.store.sources import SourcesMixin
@@ -110,17 +110,14 @@ class Store(
         remain unresolved, unless ``allow_migration_issues=True``.
         """
         db: Any
-        if is_postgres_url(path):
-            from retold.store.postgres.database import PgDatabase
-            from retold.store.postgres.schema import migrate as migrate_postgres
-            from retold.store.postgres.store import PgStore
-
-            db = await PgDatabase.open(
+        backend = backend_for(path)  # a postgresql:// URL: the PostgreSQL backend (retold.store.backends)
+        if backend is not None:
+            db = await backend.open_database(
                 str(path), busy_timeout_s=busy_timeout_s, pool_min=pool_min, pool_max=pool_max
             )
-            migrator: Any = migrate_postgres
+            migrator: Any = backend.migrate
             if cls is Store:
-                cls = PgStore
+                cls = backend.store_class
         else:
             db = await Database.open(path, busy_timeout_s=busy_timeout_s)
             migrator = migrate
@@ -149,11 +146,7 @@ class Store(
             yield
 
     async def schema_version(self) -> int:
-        if self.dialect == "postgresql":
-            from retold.store.postgres.schema import current_version as postgres_version
-
-            return await postgres_version(self.db)
-        return await current_version(self.db)
+        return await current_version(self.db)  # PgStore reads its own schema's version
 
     @property
     def dialect(self) -> str:

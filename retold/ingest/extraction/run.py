@@ -43,6 +43,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EXTRACTION_ACTOR",
+    "STAGE_NAMES",
     "CandidateState",
     "ExtractionResult",
     "ExtractionRun",
@@ -177,6 +178,12 @@ class ExtractionServices:
 Stage = Callable[[ExtractionServices, ExtractionRun], Awaitable[None]]
 """A stage as the graph calls it: it advances the run in place and reports failure on it."""
 
+STAGE_NAMES = (
+    "claim", "load_transcript", "build_context", "extract", "validate", "review", "revalidate", "write",
+)  # fmt: skip
+"""The stages in the order a run goes through them. The extraction graph pairs each with its
+function (:data:`retold.graph_nodes.extraction.STAGES`, which checks it follows this order)."""
+
 # Stages whose time the extraction.run event reports under the spec's name (§8.2).
 _TIMING = {
     "load_transcript": "transcript_prep",
@@ -197,12 +204,10 @@ def reporting_stages(progress: Callable[[int, int], None]) -> Iterator[None]:
     """``progress(stages done, stages in all)`` for the extraction runs inside the block.
 
     For callers of ``rt.extract_session``, which builds its run itself. The stages are
-    the graph's (:data:`retold.graph_nodes.extraction.STAGES`), counted as each one
-    finishes without failing; a skipped or failed run stops short of the total.
+    :data:`STAGE_NAMES` (the graph's), counted as each one finishes without failing; a
+    skipped or failed run stops short of the total.
     """
-    from retold.graph_nodes.extraction import STAGES  # that module imports this one
-
-    names = [name for name, _ in STAGES]
+    names = list(STAGE_NAMES)
     token = _stage_done.set(lambda name: progress(names.index(name) + 1, len(names)))
     try:
         progress(0, len(names))

@@ -60,7 +60,7 @@ from retold.util import Clock, Timer, new_id, normalize_attribute, normalize_ws
 
 if TYPE_CHECKING:
     from retold.ingest.activation import ActivationService
-    from retold.ingest.write.batch import Overlay
+    from retold.ingest.write.overlay import Overlay
 
 __all__ = ["Ingestor", "WriteRequest", "WriteResult"]
 

@@ -14,7 +14,8 @@ through :class:`~retold.store.postgres.database.PgDatabase`. Overridden here:
   statistics: the lexical channel ranks as it does on SQLite (scoring:
   :mod:`retold.store.postgres.bm25`; tokens and statistics: :mod:`~retold.store.postgres.lexicon`).
 * **Dense search** in pgvector (:mod:`retold.store.postgres.vectors`).
-* Catalogue reads (tables, integrity) that SQLite answers from ``sqlite_master`` and PRAGMAs.
+* Catalogue reads (tables, integrity, the schema version) that SQLite answers from ``sqlite_master``
+  and PRAGMAs.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from retold.store.lexical_index import LexicalIndex, TermStatistics, _Vocabulary
 from retold.store.postgres.bm25 import Bm25Mixin
 from retold.store.postgres.dialect import translate
 from retold.store.postgres.lexicon import RECOUNT, STATISTICS_CHECKS, tokenize_pending
+from retold.store.postgres.schema import current_version
 from retold.store.postgres.vectors import VectorSearchSettings, fill_pending, search_vectors
 from retold.store.rows import scope_clause
 from retold.store.store import Store
@@ -49,6 +51,9 @@ _ERASURE_TABLES = (
 
 class PgStore(Bm25Mixin, Store):
     """:class:`Store` on PostgreSQL (open with ``Store.open("postgresql://…")``)."""
+
+    async def schema_version(self) -> int:
+        return await current_version(self.db)
 
     # --- writing the lexical index -----------------------------------------------------------
 
