@@ -4,6 +4,9 @@ Storage, ingestion, retrieval, tools and adapters exchange these instead of
 framework objects. ``Record`` is persisted state; ``CandidateRecord`` is untrusted
 extractor output that becomes a record only after the ingestor validates it.
 
+One job: the shared types and protocols; it is long because every type the packages
+exchange is defined here, so none of them imports another for a type.
+
     >>> p = Principal(agent_id="planner", user_id="u1", session_id="s1")
     >>> p.private_scope
     Scope(kind='agent', id='planner/u1')

@@ -5,6 +5,10 @@ through ``rt.ops``. Every method that changes the store appends audit events wit
 operator's identity (``actor``) and keeps ``records_version`` in step, so other
 processes' vector indexes catch up; every refusal happens before anything changes.
 
+One job: the operator's surface (``rt.ops``); it is long because each maintenance command
+(expire, retain, erase, re-embed, check and repair, snapshots) is a method here, with its
+report, while the store and the stages do the work.
+
     report = await rt.ops.erase(user="u1", reason="GDPR request 1432", actor="ops", dry_run=True)
     print(report.summary())
 

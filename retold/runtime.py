@@ -3,6 +3,9 @@
 The CLI, the adapters, the graphs and the benchmarks all build retold through
 :func:`open_runtime`, so they share one wiring and one lifecycle.
 
+One job: composition, building every service from config or the host's arguments and
+closing them in order; it is long because all of that wiring is here and nowhere else.
+
     async with retold.open_runtime("memory.sqlite") as rt:
         await rt.host.grant("planner", Scope("user", "u1"), read=True, write=True)
 

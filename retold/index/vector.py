@@ -18,6 +18,9 @@ local writes never forces a rebuild on the search path.
 All mutation and every search run under one ``threading.Lock``: refresh does its SQL
 first and takes the lock only to apply the result, so a search never sees a row move
 between filtering and scoring.
+
+One job: the in-process vector index; it is long because keeping it current in place with
+other processes' writes, under one lock, is most of the work.
 """
 
 from __future__ import annotations

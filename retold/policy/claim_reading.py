@@ -7,6 +7,9 @@ from cue phrases in :mod:`retold.policy.activation_lexicon`. A separate module f
 decision (:mod:`retold.policy.activation`) because reading English is one job and deciding
 what the readings allow is another. Pure and deterministic; both readers are
 ``lru_cache``-d (thread-safe).
+
+One job: reading a claim's category and form; it is long because each category and each
+form is a small rule of its own over the cue phrases.
 """
 
 from __future__ import annotations

@@ -8,6 +8,10 @@ searcher's scopes, else a temporary copy of the readable rows
 another tenant's expansion, term selection or scores. The copies, the readable-scope sets
 and the shared index's vocabulary are cached per store state and brought forward from the
 rows a write changed; :mod:`retold.store.search` runs the queries against the index.
+
+One job: the lexical index a search reads and its statistics; it is long because the
+per-tenant copies and the caches that bring them forward from each write's changed rows
+are what keep that index both isolated and cheap.
 """
 
 from __future__ import annotations

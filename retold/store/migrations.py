@@ -20,6 +20,9 @@ what the spec says they add:
 11. ``passage_vectors``: the vectors of a long record's passages (retold.index.passages)
 
 There is deliberately no separate ``schema.sql``: two sources of truth for the DDL drift.
+
+One job: SQLite's migrations and their runner; it is long because every migration's DDL and
+backfill stays here, in order, for stores still at an older version.
 """
 
 from __future__ import annotations

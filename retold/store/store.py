@@ -4,6 +4,10 @@ Records, their FTS rows, entity links and the ``records_version`` bump that lets
 other processes' vector indexes catch up are written in one transaction, so a
 crash or an exception leaves either all of them or none.
 
+One job: the Store class every reader and writer calls; it is long because the record reads
+and writes that every other part shares live here, while each other area's queries sit in
+a mixin of its own (:mod:`retold.store.search`, :mod:`retold.store.audit`, ...).
+
     store = await Store.open("memory.sqlite")
     async with store.transaction():
         await store.insert_record(record, links=[(entity_id, "about")])

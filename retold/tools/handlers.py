@@ -14,6 +14,9 @@ Every adapter calls these handlers, so the rules live here once:
 * A null optional field is an absent one, so OpenAI strict-mode calls (every field sent,
   optional ones as null) mean what the portable schema means.
 
+One job: the tools' handlers and the input checks they share; it is long because five tools
+each bound, authorize and answer their input in the spec's exact shapes.
+
     result = await rt.tools.call(p, "memory_write", {"type": "semantic", "content": "...",
                                                      "attribute": "answer_style"})
     schemas = rt.tools.tool_schemas(p)   # what to register for this principal

@@ -6,6 +6,10 @@ duplicates, contradictions and lifecycle follow one set of rules. Model calls
 (embedding, judge) run in worker threads before the write transaction opens; the
 transaction then writes the record, its embedding, FTS row, entity links, conflicts
 and events as one unit, and the in-memory vector index is updated after it commits.
+
+One job: the write path's decision for one candidate; it is long because each step of spec
+§8.1 (validation, evidence, entities, embedding, dedup and supersession, the retry after a
+concurrent write) is a step of that one decision, shared by single and batched writes.
 """
 
 from __future__ import annotations

@@ -10,6 +10,9 @@ silently dropped. Search reads the same grammar: a query's dates become event-ti
 when (:mod:`retold.retrieve.time_answers`). Time-driven review (spec §8.4) is
 :mod:`retold.ingest.write.temporal_review`.
 
+One job: the grammar of dates in text; it is long because every form of expression it
+accepts (absolute, relative, part of a period, counted) is a small resolver of its own.
+
     >>> from datetime import datetime, UTC
     >>> turn_at = datetime(2026, 3, 4, 10, tzinfo=UTC)  # a Wednesday
     >>> [e.text for e in find_expressions("I'm in Lisbon until Friday", turn_at)]

@@ -14,6 +14,10 @@ and reproducible, and it fails closed. Every marker below widens what counts as 
 nothing narrows it. A false "quoted" costs a preference its place in the profile (it is still
 stored, confirmed, as a ``tool_result``); a false "own words" is a persistent injection.
 Reasons are fixed phrases (never turn text), so they can be logged. Pure and deterministic.
+
+One job: deciding whose voice a quote is in; it is long because each kind of quoted material
+(mail headers, ``>`` replies, fences, pasted pages, quotation marks, reported speech) needs
+its own marker.
 """
 
 from __future__ import annotations

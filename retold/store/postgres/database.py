@@ -21,6 +21,10 @@ The store's code runs unchanged on either backend because this class keeps every
 
 Temporary id tables (:meth:`PgDatabase.temp_ids`) live on one connection, so outside a
 transaction the block pins a pooled connection to the task for as long as it lasts.
+
+One job: :class:`PgDatabase`, the :class:`~retold.store.database.Database` contract on
+PostgreSQL; it is long because each promise above (the writer lock, savepoints, commits
+that survive cancellation, pinned temporary tables) needs its own care on a pool.
 """
 
 from __future__ import annotations

@@ -19,6 +19,9 @@ Differences from SQLite's tables, all invisible above ``retold/store/``:
   (:mod:`retold.store.postgres.vectors`);
 * ``json_extract``, ``instr`` and ``group_concat`` exist as functions, so the statements
   both engines share need no rewriting for them.
+
+One job: PostgreSQL's schema and its versioning; it is long because the latest schema is
+spelled out whole, as DDL, beside the upgrades of the older layouts.
 """
 
 from __future__ import annotations
