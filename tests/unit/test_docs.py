@@ -34,6 +34,7 @@ def test_configuration_reference_is_the_default_config() -> None:
 
 
 def test_readme_opens_with_the_two_commands() -> None:
-    first_lines = (ROOT / "README.md").read_text().splitlines()[:6]
+    """What retold is in two sentences, then the two commands, on the first screen."""
+    first_lines = (ROOT / "README.md").read_text().splitlines()[:10]
     assert any(line.startswith("make demo") for line in first_lines)
     assert any(line.startswith("make test") for line in first_lines)
