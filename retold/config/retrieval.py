@@ -193,9 +193,9 @@ _COMPANION_RANK = (
 )
 _STANDOUT = (
     "A dense match stands out, and passes, when its cosine is at least this and lies "
-    "gate.standout_margin above the mean of the search's other dense matches (with at least 10 of "
-    "them): a floor relative to the query's own scores, which holds where an absolute floor set on "
-    "short turns does not (long records score lower cosines on every query). 1 turns it off. In [0, 1]."
+    "gate.standout_margin above the mean of the search's other dense matches (fewer than four count "
+    "the missing ones as 0): a floor relative to the query's own scores, which holds where an absolute "
+    "floor set for one length or phrasing of text does not. 1 turns it off. In [0, 1]."
 )
 _STANDOUT_MARGIN = (
     "How far above the mean of the search's other dense matches a standout's cosine must lie. In [0, 1]."
@@ -353,8 +353,8 @@ class GateConfig(_Block):
     companion_beside_floor: _Unit = Field(0.1, description=_COMPANION_BESIDE)
     window_floor: _Unit = Field(0.3, description=_WINDOW)
     companion_rank: _PositiveInt = Field(10, description=_COMPANION_RANK)
-    standout_floor: _Unit = Field(0.3, description=_STANDOUT)
-    standout_margin: _Unit = Field(0.22, description=_STANDOUT_MARGIN)
+    standout_floor: _Unit = Field(0.28, description=_STANDOUT)
+    standout_margin: _Unit = Field(0.12, description=_STANDOUT_MARGIN)
     self_question_margin: _Unit = Field(0.12, description=_SELF_QUESTION_MARGIN)
     passage_margin: _Unit = Field(
         0.04,

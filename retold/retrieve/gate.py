@@ -29,17 +29,36 @@ from retold.config import GateFloors
 from retold.models import Candidate, LexicalTerm
 
 __all__ = [
-    "STANDOUT_MIN_MATCHES", "GateSubject", "channel_count", "cosine", "dense_reference", "empty_reason",
-    "gate", "missed_floors", "passes_step1",
+    "STANDOUT_MIN_MATCHES", "GateSubject", "Reference", "channel_count", "cosine", "dense_reference",
+    "empty_reason", "gate", "missed_floors", "passes_step1",
 ]  # fmt: skip
 
 STANDOUT_MIN_MATCHES = 5
-"""The dense matches a search needs before one can stand out from the others: fewer are no
-distribution, and the standout rule stays off. Five, not ten: a user's first store holds a
-handful of facts, and at ten the rule never ran there, so a paraphrase under the type's
-floor found nothing (8 facts asked by paraphrase: 5 and 1 of 8 found first, as semantic and
-as episodic records, against 6 and 6 at five; none of 8 unrelated questions answered either
-way; stores of LoCoMo's and LongMemEval's size always hold ten)."""
+"""The dense matches a search's reference is the mean of (after the best one). A search with
+fewer (a user's first store holds a handful of facts; a filter can leave two records) counts
+the ones it lacks as unrelated records, cosine 0, so a lone fact still stands out when it
+clears ``standout_floor`` and ``standout_margin`` above what its few neighbours score: with no
+reference at all, a paraphrase under its type's floor found nothing in a store of one to four
+facts while InMemoryStore returned it (benchmarks/store_paraphrase.py; docs/decisions.md,
+"A handful of facts still has a standout"). Stores of LoCoMo's and LongMemEval's size always
+hold five."""
+
+
+@dataclass(frozen=True)
+class Reference:
+    """What a standout stands out from: the ``mean`` cosine of the search's other dense
+    matches, ``missing`` of them counted as 0 because the search had too few."""
+
+    mean: float
+    missing: int = 0
+
+    def describe(self) -> str:
+        if not self.missing:
+            return f"the mean {self.mean:.2f} of this search's other dense matches"
+        return (
+            f"the mean {self.mean:.2f} of this search's other dense matches, "
+            f"{self.missing} of {STANDOUT_MIN_MATCHES - 1} missing and counted as 0"
+        )
 
 
 @dataclass(frozen=True)
@@ -110,32 +129,33 @@ def _raised(candidate: Candidate, floors: GateFloors, floor: float) -> float:
     return floor + (floors.passage_margin if candidate.from_passage else 0.0)
 
 
-def dense_reference(candidates: Sequence[Candidate], passage_margin: float = 0.0) -> float | None:
+def dense_reference(candidates: Sequence[Candidate], passage_margin: float = 0.0) -> Reference | None:
     """The mean cosine of the search's dense matches after the best one: what a standout stands
     out from. Every candidate with a cosine counts (the context pass's and neighbours' too: a
     day of near matches raises the bar) but the replies (retold.retrieve.replies), brought for
     where they were said rather than for their words: they would lower it. A best passage's
-    cosine counts ``passage_margin`` less, as the floors read it (:func:`cosine`). None below
-    :data:`STANDOUT_MIN_MATCHES` of them."""
+    cosine counts ``passage_margin`` less, as the floors read it (:func:`cosine`). Fewer than
+    :data:`STANDOUT_MIN_MATCHES` count the missing ones as 0; None without a dense match."""
     scores = sorted(
         (_counted(c, passage_margin) for c in candidates if c.dense is not None and not c.is_reply),
         reverse=True,
     )
-    if len(scores) < STANDOUT_MIN_MATCHES:
+    if not scores:
         return None
     rest = scores[1:]
-    return sum(rest) / len(rest)
+    missing = max(0, STANDOUT_MIN_MATCHES - 1 - len(rest))
+    return Reference(sum(rest) / (len(rest) + missing), missing)
 
 
-def _standout(candidate: Candidate, floors: GateFloors, reference: float | None) -> bool:
+def _standout(candidate: Candidate, floors: GateFloors, reference: Reference | None) -> bool:
     if reference is None or candidate.dense is None or floors.standout_floor >= 1.0:
         return False
     score = cosine(candidate, floors)
-    return score >= floors.standout_floor and score - reference >= floors.standout_margin
+    return score >= floors.standout_floor and score - reference.mean >= floors.standout_margin
 
 
 def passes_step1(
-    candidate: Candidate, subject: GateSubject, floors: GateFloors, reference: float | None = None
+    candidate: Candidate, subject: GateSubject, floors: GateFloors, reference: Reference | None = None
 ) -> str | None:
     """The signal that lets the candidate through step 1, or None. ``reference`` is the search's
     :func:`dense_reference` (None: no standout)."""
@@ -159,15 +179,15 @@ def passes_step1(
             assert reference is not None
             return (
                 f"standout: dense {logged:.2f} >= {_raised(candidate, floors, floors.standout_floor):.2f}, "
-                f"{score - reference:.2f} above the mean {reference:.2f} of this search's other dense "
-                f"matches{_passage_note(candidate)}" + _self_note(floors)
+                f"{score - reference.mean:.2f} above {reference.describe()}{_passage_note(candidate)}"
+                + _self_note(floors)
             )
     ok, terms = _lexical_pass(candidate, floors)
     return terms if ok else None
 
 
 def missed_floors(
-    candidate: Candidate, subject: GateSubject, floors: GateFloors, reference: float | None = None
+    candidate: Candidate, subject: GateSubject, floors: GateFloors, reference: Reference | None = None
 ) -> str:
     """Every step-1 floor the candidate missed, in the spec's wording."""
     parts = []
@@ -192,10 +212,10 @@ def _self_note(floors: GateFloors) -> str:
     return " (a question about the searcher)" if floors.query_kind == "self" else ""
 
 
-def _standout_miss(candidate: Candidate, reference: float, floors: GateFloors) -> str:
+def _standout_miss(candidate: Candidate, reference: Reference, floors: GateFloors) -> str:
     score = cosine(candidate, floors)
     return (
-        f"standout {score - reference:.2f} above the other dense matches < {floors.standout_margin:.2f}"
+        f"standout {score - reference.mean:.2f} above the other dense matches < {floors.standout_margin:.2f}"
         + _passage_note(candidate)
         + _self_note(floors)
         if score >= floors.standout_floor

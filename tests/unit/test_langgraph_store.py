@@ -422,16 +422,17 @@ async def test_gate_false_returns_what_the_gate_would_drop_and_logs_zero_floors(
 ) -> None:
     await store.aput(U1, "food", {"content": "Loves spicy Sichuan food."})
     await store.aput(U1, "pet", {"content": "Has a cat named Miso."})
-    gated = await store.asearch(U1, query="cat")
-    assert [h.key for h in gated] == []  # one weak word: the gate answers nothing
+    weak = "is there a cat somewhere in the house or the garden today"
+    gated = await store.asearch(U1, query=weak)
+    assert [h.key for h in gated] == []  # one word of eleven: the gate answers nothing
     assert "empty_reason" in (await rt.store.latest_search_log())["explanations"]  # type: ignore[index]
     open_store = RetoldStore(rt, agent_id="planner", gate=False)
-    everything = await open_store.asearch(U1, query="cat")
+    everything = await open_store.asearch(U1, query=weak)
     assert "pet" in [h.key for h in everything]
     log = await rt.store.latest_search_log()
     assert log is not None
     flags = log["config_flags"] if isinstance(log["config_flags"], dict) else json.loads(log["config_flags"])
     assert flags["gate"]["enabled"] is False and flags["gate"]["dense_floor"]["episodic"] == 0.0
-    assert await open_store.asearch(U2, query="cat") == []  # no gate is not more scope
+    assert await open_store.asearch(U2, query=weak) == []  # no gate is not more scope
     with pytest.raises(retold.InvalidArgumentError):
         RetoldStore(rt, agent_id="planner", gate="no")  # type: ignore[arg-type]

@@ -13,7 +13,14 @@ from retold.retrieve.budget import fill_budget, record_tokens
 from retold.retrieve.dedup import collapse_duplicates
 from retold.retrieve.freshness import apply_freshness
 from retold.retrieve.fusion import fuse, rrf
-from retold.retrieve.gate import STANDOUT_MIN_MATCHES, GateSubject, dense_reference, empty_reason, gate
+from retold.retrieve.gate import (
+    STANDOUT_MIN_MATCHES,
+    GateSubject,
+    Reference,
+    dense_reference,
+    empty_reason,
+    gate,
+)
 
 from .factories import MakeRecord
 
@@ -350,12 +357,27 @@ def test_a_match_that_stands_out_of_the_searchs_dense_scores_passes() -> None:
     assert top.gate_reason == (
         "standout: dense 0.42 >= 0.30, 0.27 above the mean 0.15 of this search's other dense matches"
     )
-    # 1 switches it off; so does a crowd too small to stand out from.
+    # 1 switches it off.
     assert gate([top, *crowd], subjects, dataclasses.replace(floors, standout_floor=1.0))[0] == []
-    few = crowd[: STANDOUT_MIN_MATCHES - 2]
-    assert dense_reference([top, *few]) is None
-    assert gate([top, *few], subjects, floors)[0] == []
-    assert "standout" not in empty_reason([top, *few], subjects, floors, eligible=9)
+
+
+def test_a_search_with_too_few_matches_counts_the_missing_ones_as_unrelated() -> None:
+    """A store of a few facts still has a standout: the matches it lacks count as cosine 0,
+    so the reference is the others' sum over STANDOUT_MIN_MATCHES - 1, and the reason says so."""
+    floors = dataclasses.replace(FLOORS, standout_floor=0.3, standout_margin=0.25, relative_floor=0.0)
+    top, few = cand("top", dense=0.42, score=0.1), _crowd(2, 0.2)
+    subjects = {c.record_id: SEM for c in [top, *few]}
+    reference = dense_reference([top, *few])
+    assert reference is not None and reference.missing == STANDOUT_MIN_MATCHES - 3
+    assert reference.mean == pytest.approx(0.4 / (STANDOUT_MIN_MATCHES - 1))
+    assert [c.record_id for c in gate([top, *few], subjects, floors)[0]] == ["top"]
+    assert top.gate_reason is not None and "missing and counted as 0" in top.gate_reason
+    # Alone in its store: the floor decides. Under it, nothing, and the reason names it.
+    alone = cand("alone", dense=0.29)
+    assert dense_reference([alone]) == Reference(0.0, STANDOUT_MIN_MATCHES - 1)
+    assert gate([alone], {"alone": SEM}, floors)[0] == []
+    assert "standout needs dense >= 0.30" in empty_reason([alone], {"alone": SEM}, floors, eligible=1)
+    assert dense_reference([]) is None
 
 
 def test_a_standout_needs_its_margin_and_its_floor_and_says_which_it_missed() -> None:
@@ -397,7 +419,7 @@ def test_a_best_passage_is_held_a_margin_higher_for_every_dense_floor() -> None:
     crowd = _crowd(STANDOUT_MIN_MATCHES, 0.2)
     for c in crowd:
         c.from_passage = True
-    assert dense_reference([whole, *crowd], 0.04) == pytest.approx(0.16)
+    assert dense_reference([whole, *crowd], 0.04).mean == pytest.approx(0.16)  # type: ignore[union-attr]
 
 
 def test_a_day_of_near_matches_raises_the_bar_a_standout_must_clear() -> None:
@@ -405,9 +427,11 @@ def test_a_day_of_near_matches_raises_the_bar_a_standout_must_clear() -> None:
     beside = [cand(f"beside{i}", dense=0.4) for i in range(3)]
     for c in beside:
         c.in_context = True
-    assert dense_reference(crowd) == pytest.approx(0.1)
+    assert dense_reference(crowd).mean == pytest.approx(0.1)  # type: ignore[union-attr]
     n = STANDOUT_MIN_MATCHES
-    assert dense_reference([*crowd, *beside]) == pytest.approx((0.1 * n + 0.4 * 2) / (n + 2))
+    assert dense_reference([*crowd, *beside]).mean == pytest.approx(  # type: ignore[union-attr]
+        (0.1 * n + 0.4 * 2) / (n + 2)
+    )
 
 
 def test_the_standout_rule_never_applies_to_a_turn_that_asks_nothing() -> None:
