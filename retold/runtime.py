@@ -19,7 +19,8 @@ import asyncio
 import contextvars
 import logging
 import os
-from collections.abc import Generator
+import time
+from collections.abc import Callable, Generator
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -147,6 +148,8 @@ class Runtime:
         # a call for the same session waits on it instead of losing to its claim. Resolved with
         # the run's result, or None when the run ended without one (cancelled, failed to run).
         self._extracting: dict[SessionKey, asyncio.Future[ExtractionResult | None]] = {}
+        # The warm-up a server started at launch (warm_in_background); close() cancels it.
+        self._warming: asyncio.Task[bool] | None = None
         self._closing = False
         self._closed = False
 
@@ -359,12 +362,61 @@ class Runtime:
             await asyncio.gather(*list(self._background), return_exceptions=True)
 
     async def warm(self) -> None:
-        """Load the embedder and the vector index now, so the first search pays nothing."""
+        """Load the embedder and the vector index now, so the first search pays nothing.
+
+        The packaged embedder takes seconds (importing torch and sentence-transformers:
+        ``benchmarks/cold_start.py``), else paid by the first call that embeds. Await this at
+        start-up, or call :meth:`warm_in_background` to go on meanwhile.
+        """
         self._check_open()
         from retold.index.embedder import warm
 
         await warm(self.embedder)
         await self.dense.refresh()
+
+    def warm_in_background(self, report: Callable[[str], None] | None = None) -> asyncio.Task[bool]:
+        """Start :meth:`warm` as a task on the running loop and return it at once (for servers).
+
+        ``report`` (default: this module's logger, INFO) hears ``retold: warming the embedder
+        in the background`` now and ``retold: the embedder is ready in 4.2 s`` later. A failure
+        is reported (``retold: warming the embedder failed (...)``), never raised: the first call
+        that embeds then loads the model itself and raises its own error. Calls meanwhile wait
+        for the load rather than starting a second. Called again while a warm-up runs or after
+        one succeeded, it returns that task (its result: True when the warm-up succeeded);
+        :meth:`close` cancels one still running.
+        """
+        self._check_open()
+        current = self._warming
+        if current is not None and not (current.done() and (current.cancelled() or not current.result())):
+            return current
+        say = report or logger.info
+        say("retold: warming the embedder in the background")
+        # A fresh context: the task must not inherit a caller's store transaction.
+        task = asyncio.get_running_loop().create_task(self._warm_reported(say), context=contextvars.Context())
+        self._warming = task
+        return task
+
+    async def _warm_reported(self, say: Callable[[str], None]) -> bool:
+        """:meth:`warm`, its time or its failure told to ``say``; True when it succeeded."""
+        import anyio.to_thread
+
+        start = time.perf_counter()
+        try:
+            load = getattr(self.embedder, "warm", None)
+            if callable(load):
+                # Abandoned on cancel (close): the load cannot be interrupted, so it finishes in
+                # its thread while the runtime closes, instead of holding the close up.
+                await anyio.to_thread.run_sync(load, abandon_on_cancel=True)
+            await self.warm()
+        except Exception as exc:  # a warm-up never takes the server down
+            logger.debug("warming the embedder failed", exc_info=True)
+            say(
+                f"retold: warming the embedder failed ({type(exc).__name__}: {exc}); "
+                "the first call that embeds will try to load it again"
+            )
+            return False
+        say(f"retold: the embedder is ready in {time.perf_counter() - start:.1f} s")
+        return True
 
     async def close(self, *, cancel_background: bool = False) -> None:
         """Finish (or, with ``cancel_background``, cancel) scheduled extractions, then close the store.
@@ -377,6 +429,9 @@ class Runtime:
             return
         self._closing = True
         try:
+            if self._warming is not None and not self._warming.done():
+                self._warming.cancel()
+                await asyncio.wait({self._warming})
             if cancel_background:
                 for task in list(self._background):
                     task.cancel()

@@ -112,11 +112,19 @@ async def _serve(
 ) -> None:
     from retold.adapters.mcp import serve_stdio
     from retold.adapters.mcp_http import HttpMemoryServer, TokenMap, serve_http
+    from retold.index.threads import configure_torch_threads
     from retold.runtime import open_runtime
+
+    configure_torch_threads()  # before the warm-up imports torch
+
+    def say(line: str) -> None:
+        click.echo(line, err=True)  # stderr only: stdout is the stdio transport
 
     async with open_runtime(store_path, config_path) as rt:
         if not http:
             assert principal is not None
+            # The first tool call would otherwise pay the model's load (seconds).
+            rt.warm_in_background(say)
             await serve_stdio(rt, principal)
             return
         app = HttpMemoryServer(
@@ -128,6 +136,7 @@ async def _serve(
         )
 
         def ready(bound: int) -> None:
-            click.echo(f"retold mcp: serving on http://{host}:{bound}/mcp", err=True)
+            say(f"retold mcp: serving on http://{host}:{bound}/mcp")  # the first line, as before
+            rt.warm_in_background(say)
 
         await serve_http(app, port=port, on_ready=ready)

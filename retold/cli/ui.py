@@ -76,11 +76,13 @@ def ui(
 
 
 async def _serve(store_path: str, config_path: str | None, settings: UiSettings, port: int) -> None:
+    from retold.index.threads import configure_torch_threads
     from retold.runtime import open_runtime
     from retold.ui.app import create_app, serve
 
+    configure_torch_threads()  # before the warm-up imports torch
     async with open_runtime(store_path, config_path) as rt:
-        app = create_app(rt, settings)
+        app = create_app(rt, settings, warm_report=lambda line: click.echo(line, err=True))
 
         def ready(bound: int) -> None:
             shown = f"[{settings.host}]" if ":" in settings.host else settings.host

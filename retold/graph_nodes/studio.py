@@ -26,13 +26,22 @@ server runs invocations on more than one event-loop thread; the agent's middlewa
 calls to the portal's loop), with the config file read in a worker thread, so no blocking
 call runs on the server's loop. No graph here carries a checkpointer
 or a store: ``langgraph dev`` supplies its own.
+
+Inside a LangGraph server (``langgraph_api`` loaded), importing this module opens the
+runtime and warms its embedder in a background thread (``retold: warming the embedder in
+the background`` … ``ready in N s`` on stderr), so the first run does not pay the model's
+load; the server does not wait for it, and a failure is logged, never raised (the first run
+then opens the runtime itself and reports its own error). The server loads this file by
+path, as a module of another name: that copy shares this module's runtime.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import re
+import sys
 import threading
 from typing import TYPE_CHECKING, Any
 
@@ -45,8 +54,10 @@ if TYPE_CHECKING:
 
     from retold.runtime import Runtime
 
-__all__ = ["ScriptedMemoryModel", "extraction_graph", "memory_agent", "search_graph"]
+__all__ = ["ScriptedMemoryModel", "extraction_graph", "memory_agent", "search_graph", "warm_at_start"]
 
+logger = logging.getLogger(__name__)
+_CANONICAL = "retold.graph_nodes.studio"
 _opened: dict[str, Any] = {}
 _lock = threading.Lock()
 _PREFERENCE = re.compile(r"\b(i prefer|i like|i always|i never|remember that|i want)\b", re.IGNORECASE)
@@ -81,6 +92,37 @@ def _open_runtime() -> Runtime:
 async def runtime() -> Runtime:
     """The process's runtime over ``RETOLD_STORE`` / ``RETOLD_CONFIG``, opened on first use."""
     return await asyncio.to_thread(_open_runtime)
+
+
+def _report(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+async def _start_warm(rt: Runtime) -> None:
+    rt.warm_in_background(_report)
+
+
+def _open_and_warm() -> None:
+    try:
+        from retold.index.threads import configure_torch_threads
+
+        configure_torch_threads()  # before anything here imports torch
+        rt = _open_runtime()
+        _opened["portal"].run(_start_warm(rt))
+    except Exception as exc:  # the first run opens it again and reports its own error
+        logger.debug("opening the runtime at start failed", exc_info=True)
+        _report(f"retold: could not open the runtime to warm it ({type(exc).__name__}: {exc})")
+
+
+def warm_at_start() -> threading.Thread:
+    """Open the process's runtime and warm its embedder in a daemon thread; returns the thread.
+
+    What importing this module does inside a LangGraph server. The runtime is the one every
+    factory here (and ``make_store``) then gets; warming it twice starts one load.
+    """
+    thread = threading.Thread(target=_open_and_warm, name="retold-warm", daemon=True)
+    thread.start()
+    return thread
 
 
 def _served(name: str, build: Any) -> Any:
@@ -172,3 +214,12 @@ async def memory_agent(config: RunnableConfig) -> Any:
         )
         _opened["memory_agent"] = agent
     return agent
+
+
+if __name__ != _CANONICAL:
+    # Loaded by path (langgraph.json's graphs): share the package module's runtime, which the
+    # store (make_store) imports by name, rather than open a second one beside it; importing
+    # it warms it.
+    from retold.graph_nodes.studio import _lock, _opened
+elif "langgraph_api" in sys.modules:  # inside a LangGraph server
+    warm_at_start()

@@ -133,6 +133,9 @@ class SentenceTransformerEmbedder(LazyModel[EncoderModel]):
     # --- loading ------------------------------------------------------------------------------
 
     def _load(self) -> EncoderModel:
+        from retold.index.threads import configure_torch_threads
+
+        configure_torch_threads()  # torch's threads sleep while they wait: set before torch loads
         try:
             from sentence_transformers import SentenceTransformer
         except ImportError as exc:

@@ -110,12 +110,22 @@ def _templates() -> Any:
     return templates
 
 
-def create_app(source: RuntimeSource, settings: UiSettings | None = None) -> Any:
+def create_app(
+    source: RuntimeSource,
+    settings: UiSettings | None = None,
+    *,
+    warm_report: Callable[[str], None] | None = None,
+) -> Any:
     """The inspector as an ASGI app over a runtime, or over a factory the app opens and closes.
 
     ``source`` is an open :class:`~retold.runtime.Runtime` (the caller closes it) or a
     zero-argument callable returning an async context manager that yields one, such as
     ``lambda: retold.open_runtime("memory.sqlite")``, entered in the app's lifespan.
+
+    At start-up the lifespan warms the embedder in the background
+    (:meth:`~retold.runtime.Runtime.warm_in_background`, telling ``warm_report``; default:
+    the runtime's logger), so the first live search does not pay the model's load; the app
+    serves meanwhile.
     """
     applications = _starlette()
     from starlette.requests import Request
@@ -129,10 +139,12 @@ def create_app(source: RuntimeSource, settings: UiSettings | None = None) -> Any
     async def lifespan(app: Any) -> AsyncIterator[None]:
         if isinstance(source, Runtime):
             app.state.rt = source
+            source.warm_in_background(warm_report)
             yield
             return
         async with source() as rt:
             app.state.rt = rt
+            rt.warm_in_background(warm_report)
             yield
 
     def runtime(request: Request) -> Runtime:

@@ -83,3 +83,16 @@ def test_search_latency_interleaved_case_runs(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     data = json.loads(out.read_text())["interleaved"]
     assert data["wall"]["p50"] > 0 and data["records"] == 5000
+
+
+def test_cold_start_benchmark_runs(tmp_path: Path) -> None:
+    out = tmp_path / "cold.json"
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "cold_start.py"), "--quick", "--out", str(out)],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "idle threads=2 wait=PASSIVE" in proc.stdout
+    row = json.loads(out.read_text())["median_ms"]["idle threads=2 wait=PASSIVE"]
+    assert set(row) >= {"import_retold", "import_torch", "import_st", "load", "first_embed", "wall"}
+    assert all(value > 0 for value in row.values())
