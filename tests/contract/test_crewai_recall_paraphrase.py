@@ -22,12 +22,12 @@ import pytest
 os.environ.setdefault("CREWAI_DISABLE_TELEMETRY", "true")
 os.environ.setdefault("CREWAI_TRACING_ENABLED", "false")
 
-from crewai import Agent, Crew, Task  # noqa: E402
-from crewai.llms.base_llm import BaseLLM  # noqa: E402
-from pydantic import Field  # noqa: E402
+from crewai import Agent, Crew, Task
+from crewai.llms.base_llm import BaseLLM
+from pydantic import Field
 
-from retold import Scope  # noqa: E402
-from retold.adapters.crewai_memory import RetoldCrewMemory, RuntimePortal  # noqa: E402
+from retold import Scope
+from retold.adapters.crewai_memory import RetoldCrewMemory, RuntimePortal
 
 DATA = Path(__file__).parents[1] / "data" / "store_facts_paraphrase.jsonl"
 PERSONAS = ["p1", "p2", "p3"]
