@@ -370,7 +370,7 @@ class Table:
             searched = candidates(row, subjects)
             reference = dense_reference(searched, margin)
             if reference is not None:
-                self.reference[s] = reference
+                self.reference[s] = reference.mean
             for position, c in enumerate(searched, start=1):
                 subject = subjects[c.record_id]
                 kind = "session_summary" if subject.source_kind == "session_summary" else subject.type

@@ -86,7 +86,9 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                         await rt.host.provision_user(user)
                         await rt.host.grant("a", Scope("user", user), read=True, write=True)
                         store = RetoldStore(rt, agent_id="a", default_user_id=user)
-                        known = InMemoryStore(index={"dims": 384, "embed": known_embed, "fields": ["content"]})
+                        known = InMemoryStore(
+                            index={"dims": 384, "embed": known_embed, "fields": ["content"]}
+                        )
                         ns = ("memories", user)
                         principal = Principal(agent_id="a", user_id=user, session_id=f"s{store_no}")
                         if args.via == "semantic":
@@ -125,7 +127,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     "unrelated": u, "unrelated_answered": counts["unrelated_answered"] / u, "misses": misses,
                 }  # fmt: skip
                 row["pass"] = (
-                    row["retold_first"] >= row["inmemory_first"] and row["unrelated_answered"] <= UNRELATED_TARGET
+                    row["retold_first"] >= row["inmemory_first"]
+                    and row["unrelated_answered"] <= UNRELATED_TARGET
                 )
                 report["sizes"][size] = row
     return report
@@ -155,8 +158,8 @@ def main() -> None:
     for size, row in report["sizes"].items():
         print(
             f"{size:>4}  {row['stores']:>6}  {row['questions']:>9}  {row['retold_first']:>12.3f}  "
-            f"{row['inmemory_first']:>19.3f}  {row['retold_answered']:>8.3f}  {row['unrelated_answered']:>18.3f}  "
-            f"{'PASS' if row['pass'] else 'FAIL'}"
+            f"{row['inmemory_first']:>19.3f}  {row['retold_answered']:>8.3f}  "
+            f"{row['unrelated_answered']:>18.3f}  {'PASS' if row['pass'] else 'FAIL'}"
         )
         for miss in row["misses"]:
             print("      ", miss)
