@@ -21,6 +21,7 @@ from retold.cli.extract import extract, review_due_command
 from retold.cli.mcp import mcp
 from retold.cli.ops import check, copy_command, erase, expire, reembed, retain, snapshot
 from retold.cli.search import search
+from retold.cli.transfer import export_command, import_command
 from retold.cli.ui import ui
 
 __all__ = ["cli", "main"]
@@ -41,6 +42,7 @@ for _command in (
     migrate, grant, revoke, dump, search, get,
     expire, retain, erase, reembed, check, snapshot, copy_command,
     demo, extract, review_due_command, mcp, entity, ui, reviews, activation, metrics,
+    import_command, export_command,
 ):  # fmt: skip
     cli.add_command(_command)
 

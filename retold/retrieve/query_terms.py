@@ -2,25 +2,25 @@
 the FTS5 expression, and the inflections a plain word shares a Snowball stem with.
 
 Tokens are normalised the way FTS5's ``unicode61 remove_diacritics 2`` tokenizer does
-(:func:`fts_tokens`), so the Python coverage check, PostgreSQL's postings and the index agree
-on what a token is. Identifiers (``ERR42``, ``bge-m3``, ``deploy.yml``), entity aliases and
+(:func:`fts_tokens`, which lives beside the index in :mod:`retold.store.fts` and is re-exported
+here), so the Python coverage check, PostgreSQL's postings and the index agree on what a token
+is. Identifiers (``ERR42``, ``bge-m3``, ``deploy.yml``), entity aliases and
 names as written stay exact; plain words are matched with their inflections.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 import itertools
 import re
 import threading
-import unicodedata
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from retold.models import LexicalTerm
 from retold.retrieve.stopwords import STOPWORDS
+from retold.store.fts import fold_char, fts_tokens
 from retold.util import normalize_alias
 
 __all__ = [
@@ -43,64 +43,15 @@ __all__ = [
 ]
 
 # ---------------------------------------------------------------------------------------------
-# FTS5-compatible tokenisation
+# FTS5-compatible tokenisation (:mod:`retold.store.fts`, beside the index that holds its tokens)
 # ---------------------------------------------------------------------------------------------
-
-
-@functools.lru_cache(maxsize=8192)
-def _fold_char(ch: str) -> str | None:
-    """One character as unicode61 folds it: None for a separator, "" for a dropped diacritic.
-
-    unicode61 keeps letters, numbers and private-use characters (``L* N* Co``), lower-cases
-    them, and with ``remove_diacritics 2`` strips accents from Latin letters only (Greek
-    tonos survives). Combining marks U+0300..U+0331 are part of the token and vanish; other
-    marks (Devanagari vowel signs, virama) separate tokens, exactly as SQLite does.
-    """
-    code = ord(ch)
-    if 0x300 <= code <= 0x331:
-        return ""
-    category = unicodedata.category(ch)
-    if not (category[0] in "LN" or category == "Co"):
-        return None
-    if code < 0x250 or 0x1E00 <= code <= 0x1EFF:
-        decomposed = unicodedata.normalize("NFD", ch)
-        if len(decomposed) > 1 and all(0x300 <= ord(c) <= 0x36F for c in decomposed[1:]):
-            ch = decomposed[0]
-    lowered = ch.lower()
-    return lowered if len(lowered) == 1 else ch
-
-
-_ASCII_TOKEN = re.compile(r"[a-z0-9]+")
-
-
-def fts_tokens(text: str) -> tuple[str, ...]:
-    """The tokens FTS5 ``unicode61 remove_diacritics 2`` indexes for ``text``, in order.
-
-    >>> fts_tokens("Deploy bge-m3 to café.yml")
-    ('deploy', 'bge', 'm3', 'to', 'cafe', 'yml')
-    """
-    if text.isascii():  # the common case, at C speed: ASCII letters and digits are the token characters
-        return tuple(_ASCII_TOKEN.findall(text.lower()))
-    tokens: list[str] = []
-    current: list[str] = []
-    for ch in text:
-        folded = _fold_char(ch)
-        if folded is None:
-            if current:
-                tokens.append("".join(current))
-                current = []
-        elif folded:
-            current.append(folded)
-    if current:
-        tokens.append("".join(current))
-    return tuple(tokens)
 
 
 def _fold_text(text: str) -> str:
     """Lower-case and Latin diacritics stripped, punctuation kept: a term's display value."""
     out = []
     for ch in text:
-        folded = _fold_char(ch)
+        folded = fold_char(ch)
         out.append(ch.lower() if folded is None else folded)
     return "".join(out)
 

@@ -20,6 +20,8 @@ from retold.util import format_ts
 
 __all__ = ["SourcesMixin"]
 
+_SOURCES_PER_QUERY = 400  # each binds up to two parameters (its origin and its text)
+
 
 class SourcesMixin:
     db: Database
@@ -69,6 +71,29 @@ class SourcesMixin:
             (origin, scope.kind, scope.id),
         )
         return await self.get_records(r[0] for r in rows)
+
+    async def records_with_sources(self, sources: Iterable[tuple[str, str]]) -> dict[tuple[str, str], str]:
+        """The record each ``(origin, content)`` source already supports, for those that support one.
+
+        ``content`` is the text the source supplied, as ``record_sources`` keeps it for every
+        write (a reinforcement included); it is matched exactly. Where one source supplied the
+        same text to several records, the earliest-added row's record is given.
+        """
+        wanted = sorted(set(sources))
+        found: dict[tuple[str, str], str] = {}
+        for start in range(0, len(wanted), _SOURCES_PER_QUERY):
+            part = wanted[start : start + _SOURCES_PER_QUERY]
+            origins, texts = sorted({o for o, _ in part}), sorted({t for _, t in part})
+            rows = await self.db.fetchall(
+                f"""SELECT origin, content, record_id FROM record_sources
+                     WHERE origin IN ({", ".join("?" for _ in origins)})
+                       AND content IN ({", ".join("?" for _ in texts)})
+                     ORDER BY added_at, rowid""",
+                [*origins, *texts],
+            )
+            for origin, content, record_id in rows:
+                found.setdefault((origin, content), record_id)
+        return {pair: found[pair] for pair in wanted if pair in found}
 
     async def source_origin_of(self, record_id: str) -> str | None:
         """The origin of the record's own (strongest) source, as its ``source_origin`` column keeps it."""

@@ -1,4 +1,4 @@
-"""Store CRUD over records, FTS, the hard eligibility filter, conflicts, the search log and sessions."""
+"""Store CRUD over records, FTS, the hard eligibility filter, conflicts, sources, the search log, sessions."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from retold.errors import InvalidArgumentError, NotFoundError
-from retold.models import Record, Scope, SessionInfo, SessionKey
+from retold.models import Record, RecordSource, Scope, SessionInfo, SessionKey
 from retold.store import Store
 from retold.store.rows import RECORD_COLUMNS, record_to_params
 from retold.testing import FakeClock
@@ -296,6 +296,55 @@ async def test_add_conflict_writes_both_directions(
     assert await store.conflicts_for(b.id) == [a.id]
     assert await store.conflicts_for(c.id) == [a.id]
     assert await store.db.fetchval("SELECT count(*) FROM record_conflicts") == 4
+
+
+# --------------------------------------------------------------------------- record sources
+
+
+def supplied(record: Record, origin: str, content: str, added_at: datetime) -> RecordSource:
+    return RecordSource(
+        record_id=record.id, origin=origin, source_kind="agent_inference", source_ref=None,
+        agent_id="import", user_id=None, session_id=None, evidence=None, content=content,
+        added_at=added_at,
+    )  # fmt: skip
+
+
+async def test_records_with_sources_finds_the_record_each_source_gave_that_text(
+    store: Store, make_record: MakeRecord, clock: FakeClock
+) -> None:
+    a, b, c, d, e = (make_record(content=f"r{i}") for i in range(5))
+    now = clock.now()
+    async with store.transaction():
+        for record in (a, b, c, d, e):
+            await store.insert_record(record)
+        await store.add_source(supplied(a, "import//crm:1", "Priya uses vim.", now))
+        await store.add_source(supplied(b, "import//crm:1", "Priya uses emacs.", now))
+        await store.add_source(supplied(c, "import//crm:2", "Priya uses vim.", now))
+        # the same source and text on a later record: the earliest-added row answers
+        await store.add_source(supplied(d, "import//crm:1", "Priya uses vim.", now + timedelta(seconds=1)))
+        for i in range(450):  # more sources than one query binds
+            await store.add_source(supplied(e, f"import//bulk:{i}", f"fact {i}", now))
+
+    found = await store.records_with_sources(
+        [
+            ("import//crm:1", "Priya uses vim."),
+            ("import//crm:1", "Priya uses vim."),  # a repeat is asked once
+            ("import//crm:1", "Priya uses emacs."),
+            ("import//crm:2", "Priya uses vim."),
+            ("import//crm:2", "Priya uses emacs."),  # each text from its own source only
+            ("import//-", "Priya uses vim."),
+            ("import//crm:1", "Priya uses vim"),  # the text is matched exactly
+            ("import//crm:3", "Priya uses vim."),
+        ]
+    )
+    assert found == {
+        ("import//crm:1", "Priya uses vim."): a.id,
+        ("import//crm:1", "Priya uses emacs."): b.id,
+        ("import//crm:2", "Priya uses vim."): c.id,
+    }
+    many = await store.records_with_sources((f"import//bulk:{i}", f"fact {i}") for i in range(450))
+    assert many == {(f"import//bulk:{i}", f"fact {i}"): e.id for i in range(450)}
+    assert await store.records_with_sources([]) == {}
 
 
 # --------------------------------------------------------------------------- search_log

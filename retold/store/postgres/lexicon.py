@@ -2,7 +2,7 @@
 
 ``records_fts`` holds each record's text as SQLite's FTS5 table does; a row written or
 changed in a transaction is tokenized here, just before that transaction commits, by the
-very tokenizer the query side uses (:func:`retold.retrieve.query_terms.fts_tokens`, a replica
+very tokenizer the query side uses (:func:`retold.store.fts.fts_tokens`, a replica
 of FTS5's ``unicode61 remove_diacritics 2``). Each distinct token becomes one
 ``records_terms`` row — the inverted list BM25 reads — carrying what scoring needs without
 another lookup: the record's scope (a search reads only its readable scopes' postings, from
@@ -17,6 +17,7 @@ from typing import Any
 
 import anyio
 
+from retold.store.fts import fts_tokens
 from retold.store.postgres.database import PgDatabase
 
 __all__ = [
@@ -52,8 +53,6 @@ _TERM_COLUMNS = (
 
 def _tokenize(rows: list[Any]) -> tuple[str, list[tuple[Any, ...]]]:
     """A batch's token columns (as the JSON the UPDATE reads) and its ``records_terms`` rows."""
-    from retold.retrieve.query_terms import fts_tokens
-
     updates = []
     terms = []
     for rowid, record_id, content, subject, aliases, scope_kind, scope_id in rows:
