@@ -41,6 +41,10 @@ is not written again (outcome ``already_imported``), so running an import twice,
 checkpoint that lagged one window, duplicates nothing, and a memory forgotten since does not
 return. A line's source is its agent and ``source_ref`` (none: the agent alone); mem0 memories
 and LangGraph items get ``mem0:<id>`` and ``langgraph:<namespace>:<key>``.
+
+One job: memories in and out as the one JSON Lines format above (the export writes what the import
+reads); it is long because of the import: three input shapes, every field checked before a write,
+the checkpoint that makes it resumable and the source refs that keep a rerun from writing twice.
 """
 
 from __future__ import annotations

@@ -49,6 +49,11 @@ the principal's profile (:meth:`~retold.runtime.Runtime.profile`) to the end of 
 message CrewAI sends (or prepends a system message when there is none), on a copy of the
 messages, so each call carries the profile of that moment and CrewAI's own list is untouched.
 ``activation.profile_in_prompt: false`` turns it off; an empty profile adds nothing.
+
+One job: retold's memory for the agents of a crew (:class:`CrewAIMemory`); it is long because
+CrewAI offers no single seam for it: the tools, the LLM proxy that recalls and adds the profile,
+and the event bus and ``step_callback`` that capture the turns each do part of that job, all on
+the runtime's one owning loop. CrewAI's ``Memory`` seam is :mod:`retold.adapters.crewai_memory`.
 """
 
 from __future__ import annotations

@@ -4,6 +4,11 @@ CrewAI scope paths map to retold scopes here (:func:`map_path`), records become 
 ``MemoryRecord`` / ``MemoryMatch`` (:func:`crew_record`, :class:`RetoldMemoryMatch`), and
 :class:`Binding` runs every call on the loop that owns the runtime, in submission order. The
 rules are documented on :mod:`retold.adapters.crewai_memory`.
+
+One job: acting as one bound principal for CrewAI's two memory seams (``Memory`` and
+``StorageBackend``), translating CrewAI's paths, records and filters to retold's and back; it
+is long because every memory operation both seams offer (write, search, list, get, forget,
+revise) is written here once, with the ordered calls on the owning loop, instead of twice.
 """
 
 from __future__ import annotations

@@ -43,6 +43,12 @@
   ``get`` answers the namespace's principal's profile; a put or delete of it is refused.
 * **Loops**: async calls run on the loop that owns the runtime (:class:`LoopBridge`), batched
   there; sync calls work from any thread or other loop, and refuse clearly on the owning loop.
+
+One job: LangGraph's ``BaseStore`` operations (get, put, delete, search, list namespaces) done
+as retold's tools and search; it is long because each operation carries the caller's identity,
+the grants, TTL and the keys a record is saved under, while namespaces, values and the profile
+live in their own modules (:mod:`~retold.adapters.langgraph_namespaces`,
+:mod:`~retold.adapters.langgraph_values`, :mod:`~retold.adapters.langgraph_profile`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,10 @@
-"""Config blocks for search: rewriting, triggers, the relevance gate, freshness (spec §2.3)."""
+"""Config blocks for search: rewriting, triggers, the relevance gate, freshness (spec §2.3).
+
+One job: the ``retrieval`` section's settings, with their defaults, bounds and descriptions
+(``docs/configuration.md`` is generated from them) and the gate floors they resolve to for one
+search (:meth:`GateConfig.floors_for`); it is long because every ranking pass and gate rule
+has its own documented, calibrated keys here.
+"""
 
 from __future__ import annotations
 
