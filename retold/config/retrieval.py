@@ -359,8 +359,8 @@ class GateConfig(_Block):
     companion_beside_floor: _Unit = Field(0.1, description=_COMPANION_BESIDE)
     window_floor: _Unit = Field(0.3, description=_WINDOW)
     companion_rank: _PositiveInt = Field(10, description=_COMPANION_RANK)
-    standout_floor: _Unit = Field(0.28, description=_STANDOUT)
-    standout_margin: _Unit = Field(0.12, description=_STANDOUT_MARGIN)
+    standout_floor: _Unit = Field(0.3, description=_STANDOUT)
+    standout_margin: _Unit = Field(0.22, description=_STANDOUT_MARGIN)
     self_question_margin: _Unit = Field(0.12, description=_SELF_QUESTION_MARGIN)
     passage_margin: _Unit = Field(
         0.04,

@@ -94,7 +94,9 @@ def test_a_search_through_the_form_shows_its_stages_and_replays_the_gate(browser
     for stage in ("Stage 1 · Channels", "Stage 2 · Fusion (RRF) and gate decisions", "Stage 3 · Dedup",
                   "Stage 4 · Rerank", "Stage 5 · Budget", "Timings"):  # fmt: skip
         assert stage in page
-    for name, value in (("dense.semantic", "0.95"), ("lexical_min_matched_terms", "9")):
+    # The answer stands out of the other matches too: raise that floor with its type's.
+    floors = (("dense.semantic", "0.95"), ("standout_floor", "0.95"), ("lexical_min_matched_terms", "9"))
+    for name, value in floors:
         field = driver.find_element(By.NAME, name)
         field.clear()
         field.send_keys(value)

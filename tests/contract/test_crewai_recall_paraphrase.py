@@ -4,7 +4,7 @@ The packaged embedder and a real SQLite file: each persona of the blind labelled
 (``tests/data/store_facts_paraphrase.jsonl``: questions that share no content word with
 their fact, and questions no fact answers) saves its ten facts through CrewAI's memory API,
 then asks. The floors measured here (benchmarks/store_paraphrase.py prints the same figures
-through the LangGraph store): the right fact first for at least 3 in 4 paraphrases, nothing
+through the LangGraph store): the right fact first for at least 7 in 10 paraphrases, nothing
 for at least 9 in 10 unrelated questions, and nothing of one user's for another.
 """
 
@@ -73,7 +73,7 @@ def test_saved_facts_are_recalled_by_paraphrase_and_unrelated_questions_recall_n
         for question in data[user]["unrelated"]:
             unrelated += 1
             unrelated_answered += bool(memory.recall(question["text"]))
-    assert first / asked >= 0.75, (first, asked, misses)
+    assert first / asked >= 0.7, (first, asked, misses)
     assert unrelated_answered / unrelated <= 0.10, (unrelated_answered, unrelated)
     # and another user of the same agent recalls none of it
     stranger = RetoldCrewMemory(portal.runtime, agent_id="planner", user_id="nobody")

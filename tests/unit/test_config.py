@@ -108,7 +108,7 @@ def test_gate_defaults() -> None:
     assert (gate.companion_floor, gate.auto.companion_floor, gate.companion_rank) == (0.2, 0.3, 10)
     assert (gate.companion_beside_floor, gate.auto.companion_beside_floor) == (0.1, 0.3)
     assert (gate.window_floor, gate.auto.window_floor) == (0.3, 0.4)
-    assert (gate.standout_floor, gate.standout_margin) == (0.28, 0.12)
+    assert (gate.standout_floor, gate.standout_margin) == (0.3, 0.22)
     assert (gate.auto.standout_floor, gate.auto.standout_margin) == (0.4, 0.25)
     statements = gate.auto.statements  # chosen on LoCoMo's tuning half (docs/benchmarks.md)
     assert (statements.dense_offset, statements.lexical_min_term_fraction) == (0.1, 1.0)
