@@ -5,7 +5,8 @@ with his words as evidence; retold keeps a guess provisional, downgrades a claim
 quotes the assistant, supersedes a changed preference instead of overwriting it, and
 turns a weaker contradiction into a visible conflict. Then the agent searches: one
 result with its explanation, and one honest "nothing relevant" with the reason. Last,
-memory_get shows the lineage, and memory_forget retires a memory (it does not erase it).
+memory_get shows the lineage, and memory_forget retires the user's timezone, the stated one and
+the agent's unverified guess alike, naming each (it does not erase them).
 Everything runs on a fresh SQLite file with the packaged embedder; nothing leaves the machine.
 """
 
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.panel import Panel
 from rich.text import Text
 
@@ -103,11 +105,34 @@ async def story(path: Path) -> dict[str, dict[str, Any]]:
         for old in record["supersedes"]:
             console.print(f"  replaced {old['short_id']} ({old['status']}): {old['content']!r}")
 
-        # 5. The user asks to forget their timezone: a tombstone, not an erasure.
-        out["forgot"] = await rt.tools.call(
-            p, "memory_forget", {"id": out["cet"]["record_id"], "reason": "asked"}
-        )
-        console.print(f"memory_forget -> tombstone {out['forgot']['tombstone']}; {out['forgot']['note']}")
+        # 5. The user asks to forget their timezone. The agent looks up what memory holds about it:
+        # the CET they stated and the agent's own unverified PST guess, shown as a conflict. It
+        # forgets both, so no unverified guess is left to answer the question in their place.
+        await turn("user", "Please forget my timezone.")
+        out["held"] = await rt.tools.call(p, "memory_search", {"queries": ["Aditya's timezone"]})
+        panel(out["held"], "memory_search - before forgetting")
+        forgotten: list[dict[str, Any]] = []
+        for held in out["held"]["results"]:
+            if "timezone" not in held["content"]:
+                continue  # only what the user asked to forget
+            forgot = await rt.tools.call(p, "memory_forget", {"id": held["short_id"], "reason": "user asked"})
+            forgotten.append({**forgot, "short_id": held["short_id"], "content": held["content"]})
+            console.print(
+                escape(f"memory_forget [{held['short_id']}] {held['content']!r} ({held['status']}, ")
+                + escape(f"{held['source_kind']}) -> tombstone {forgot['tombstone']}")
+            )
+        out["forgot"] = {
+            "ok": bool(forgotten) and all(f["ok"] for f in forgotten),
+            "tombstone": bool(forgotten) and all(f.get("tombstone") for f in forgotten),
+            "note": forgotten[0].get("note") if forgotten else None,
+            "records": forgotten,
+        }
+        console.print(f"  [dim]{escape(str(out['forgot']['note']))}[/]")
+        # Forgotten means gone from search: the question now has no answer, not the guess.
+        out["after"] = await rt.tools.call(p, "memory_search", {"queries": ["which timezone is Aditya in"]})
+        after = out["after"]["results"]
+        answered = repr(after[0]["content"]) if after else "no relevant memory"
+        console.print(escape(f"memory_search 'which timezone is Aditya in' -> {answered}"))
         console.print(f"[dim]policy text {POLICY_VERSION}; store {path}[/]")
     return out
 

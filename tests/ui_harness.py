@@ -29,7 +29,11 @@ _SERVING = re.compile(r"serving on (http://\S+/)")
 
 
 def demo_store(path: Path) -> None:
-    """The quickstart story on a new store at ``path`` (quietly), plus a search that finds its answer."""
+    """The quickstart story on a new store at ``path`` (quietly), plus the search a user then tries.
+
+    The story forgot the timezone (the stated one and the agent's guess), so that search logs
+    an honest empty answer rather than the unverified guess (issue 47 item 6d).
+    """
     import retold
     from retold import Principal, SearchRequest
     from retold.quickstart import console, story

@@ -36,6 +36,7 @@ from retold.models import Principal, SessionKey
 from retold.policy.prompt import MODES
 from retold.retrieve.render import json_line
 from retold.tools import schemas
+from retold.tools.payloads import model_view
 
 if TYPE_CHECKING:
     from retold.runtime import Runtime
@@ -377,11 +378,13 @@ def tool_text(name: str, result: dict[str, Any]) -> str:
 
     Both keep stored text inside its quoting: the rendering quotes every content line, and
     the JSON is one line in which no string (content, evidence, entity names, tags) can
-    carry a raw line break (:func:`~retold.retrieve.render.json_line`).
+    carry a raw line break (:func:`~retold.retrieve.render.json_line`). The JSON is the
+    result's :func:`~retold.tools.payloads.model_view`: no stage timings, which the host
+    keeps in the result it got from ``rt.tools.call``.
     """
     if name == "memory_search" and result.get("ok") and isinstance(result.get("rendered"), str):
         return result["rendered"]
-    return json_line(result)
+    return json_line(model_view(result))
 
 
 class MemoryTool(BaseTool):

@@ -6,8 +6,10 @@ What an MCP client gets, for the one principal the host bound to the server:
   ``rt.tools.atool_schemas(principal)`` publishes (``memory_write`` only when something is
   writable). A call runs ``rt.tools.call``; its result is the text a model should read
   (the §10.9 rendering for a search, one-line JSON otherwise), the result dict as
-  ``structuredContent``, and ``isError`` when ``ok`` is false. Bad input, hostile input and
-  unknown tool names are answered with retold's structured refusal, never a protocol error.
+  ``structuredContent`` (both without stage timings: clients hand either to the model; see
+  :func:`~retold.tools.payloads.model_view`), and ``isError`` when ``ok`` is false. Bad
+  input, hostile input and unknown tool names are answered with retold's structured refusal,
+  never a protocol error.
 * Prompt ``memory_policy``: the §13 policy (tool_only: no host-issued recall over MCP); the
   same text is the server's ``instructions``.
 * Resources: ``retold://records/{id}`` (a full or short id) reads what ``memory_get`` returns
@@ -40,6 +42,7 @@ from retold.policy.grants import readable_scopes
 from retold.policy.prompt import policy_text
 from retold.retrieve.render import json_line, short_id
 from retold.tools.handlers import ToolError
+from retold.tools.payloads import model_view
 from retold.util import format_ts
 
 if TYPE_CHECKING:
@@ -179,7 +182,7 @@ class MemoryMcp:
         return self.types.CallToolResult.model_validate(
             {
                 "content": [{"type": "text", "text": tool_text(shown, result)}],
-                "structuredContent": result,
+                "structuredContent": model_view(result),  # clients may show the model this, not the text
                 "isError": not result.get("ok", False),
             }
         )

@@ -7,6 +7,7 @@ listing and resolving them is its job.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -20,6 +21,8 @@ from retold.cli.common import (
     jsonable,
     operation,
     parse_scope,
+    reported_errors,
+    resolve_record,
     run_async,
 )
 from retold.config import load_config
@@ -108,13 +111,22 @@ def migrate(
 @click.argument("scope")
 @click.option("--read/--no-read", default=True, show_default=True, help="Allow retrieval from the scope.")
 @click.option("--write/--no-write", default=False, show_default=True, help="Allow writes to the scope.")
+@json_option
 @common_options(missing="flag")
 def grant(
-    agent_id: str, scope: str, read: bool, write: bool, store_path: str, config_path: str | None, actor: str
+    agent_id: str,
+    scope: str,
+    read: bool,
+    write: bool,
+    as_json: bool,
+    store_path: str,
+    config_path: str | None,
+    actor: str,
 ) -> None:
     """Create or update AGENT_ID's grant on a shared SCOPE (kind:id).
 
     A missing --store file is refused unless --create is given (a first grant on a new store).
+    --json prints the grant as one object: agent_id, scope, can_read, can_write, actor.
 
     Example:
 
@@ -126,7 +138,14 @@ def grant(
         async with open_runtime(store_path, config_path) as rt:
             return await rt.host.grant(agent_id, target, read=read, write=write, actor=actor)
 
-    result = run_async(go())
+    with reported_errors(as_json):
+        result = asyncio.run(go())
+    if as_json:
+        echo_json(
+            {"ok": True, "agent_id": result.agent_id, "scope": str(result.scope),
+             "can_read": result.can_read, "can_write": result.can_write, "actor": actor}
+        )  # fmt: skip
+        return
     access = "+".join(a for a, on in (("read", result.can_read), ("write", result.can_write)) if on)
     click.echo(f"granted {agent_id} {access} on {target}")
 
@@ -176,17 +195,28 @@ def dump(scope: str, all_statuses: bool, store_path: str, config_path: str | Non
 
 @click.command()
 @click.argument("record_id")
+@json_option
 @common_options
-def get(record_id: str, store_path: str, config_path: str | None, actor: str) -> None:
+def get(record_id: str, as_json: bool, store_path: str, config_path: str | None, actor: str) -> None:
     """Print one record with its lineage, conflicts, entity links and audit events.
+
+    RECORD_ID is the full id or the 12-character short id that search results, the demo,
+    the UI and the memory tools print (resolved as the tools resolve it, across the whole
+    store). An unknown id, or a short id that names several records, exits 1 and changes
+    nothing; --json prints that refusal as one object ("not_found", or "ambiguous_id" with
+    the full ids in "matches") and the record as {"ok": true, ...}.
 
     Example:
 
         retold get 0190c3a4-5b6e-7c8d-9e0f-123456789abc
+
+        retold get 5b6e7c8d9e0f
     """
 
     async def go() -> dict[str, Any]:
         async with open_runtime(store_path, config_path) as rt:
-            return await rt.ops.record_report(record_id)
+            return await rt.ops.record_report(await resolve_record(rt.store, record_id))
 
-    echo_json(run_async(go()))
+    with reported_errors(as_json):
+        report = asyncio.run(go())
+    echo_json({"ok": True, **report} if as_json else report)

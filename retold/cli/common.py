@@ -36,6 +36,8 @@ from retold.runtime import missing_store_file
 if TYPE_CHECKING:
     from rich.progress import Progress as ProgressBar
 
+    from retold.store import Store
+
 __all__ = [
     "CommandFailed",
     "Operation",
@@ -48,6 +50,7 @@ __all__ = [
     "parse_scope",
     "refuse_missing_store",
     "reported_errors",
+    "resolve_record",
     "run_async",
 ]
 
@@ -184,13 +187,17 @@ _ERROR_CODES: tuple[tuple[type[RetoldError], str], ...] = (
 class CommandFailed(click.ClickException):
     """A run that ended without doing its job: an ``Error:`` line, or the error of the --json object.
 
-    ``code`` is the ``error`` a script matches on; ``exit_code`` keeps each command's status.
+    ``code`` is the ``error`` a script matches on; ``exit_code`` keeps each command's status;
+    ``extra`` adds fields to the --json object (``matches`` of an ambiguous short id).
     """
 
-    def __init__(self, message: str, *, code: str, exit_code: int = 1) -> None:
+    def __init__(
+        self, message: str, *, code: str, exit_code: int = 1, extra: dict[str, Any] | None = None
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.exit_code = exit_code
+        self.extra = dict(extra or {})
 
 
 def json_option(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -221,16 +228,45 @@ def reported_errors(as_json: bool) -> Iterator[None]:
     except click.ClickException as exc:
         if not as_json:
             raise
+        extra: dict[str, Any] = {}
         if isinstance(exc, CommandFailed):
-            code = exc.code
+            code, extra = exc.code, exc.extra
         else:
             code = "usage" if isinstance(exc, click.UsageError) else "failed"
-        _fail_json(code, exc.format_message(), exc.exit_code, exc)
+        _fail_json(code, exc.format_message(), exc.exit_code, exc, extra)
 
 
-def _fail_json(code: str, message: str, exit_code: int, cause: BaseException) -> NoReturn:
-    echo_json({"ok": False, "error": code, "message": message})
+def _fail_json(
+    code: str, message: str, exit_code: int, cause: BaseException, extra: dict[str, Any] | None = None
+) -> NoReturn:
+    echo_json({"ok": False, "error": code, "message": message, **(extra or {})})
     raise SystemExit(exit_code) from cause
+
+
+async def resolve_record(store: Store, ref: str) -> str:
+    """The one record ``ref`` names anywhere in the store: a full id or the 12-character short id.
+
+    Read as the memory tools read an id (``MemoryTools._resolve``): surrounding blanks and the
+    brackets results print around a short id are dropped, and an id in capitals is tried
+    again in lower case. The operator reads the whole store, so no scope narrows the match.
+    An unknown id is ``not_found``; a short id naming several records is ``ambiguous_id``,
+    listing them (``matches``), and changes nothing. Both exit 1.
+    """
+    text = ref.strip().strip("[]").strip()
+    found = await store.record_ids_named(text)
+    if not found and text != text.lower():
+        found = await store.record_ids_named(text.lower())
+    if not found:
+        raise NotFoundError(
+            f"no record {ref.strip()[:80]!r} (give a full record id or its 12-character short id)"
+        )
+    if len(found) > 1:
+        raise CommandFailed(
+            f"short id {text!r} names {len(found)} records ({', '.join(found)}); give the full id",
+            code="ambiguous_id",
+            extra={"matches": found},
+        )
+    return found[0]
 
 
 def _stderr_is_terminal() -> bool:

@@ -6,6 +6,7 @@ reembed and check exist to fix), so each opens the store with the mismatch allow
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from typing import Any
 
@@ -14,12 +15,12 @@ import click
 from retold.cli.common import (
     CommandFailed,
     common_options,
+    echo_json,
     json_option,
     jsonable,
     operation,
     refuse_missing_store,
     reported_errors,
-    run_async,
 )
 from retold.errors import StoreError
 from retold.runtime import open_runtime
@@ -203,14 +204,17 @@ def reembed(
 
 @click.command()
 @click.option("--repair", is_flag=True, help="Rebuild what is derivable: FTS rows, vectors, the version.")
+@json_option
 @common_options
-def check(repair: bool, store_path: str, config_path: str | None, actor: str) -> None:
+def check(repair: bool, as_json: bool, store_path: str, config_path: str | None, actor: str) -> None:
     """Check the store's integrity beyond SQLite's own; exit 0 when clean, 3 with findings.
 
     Every active record has one FTS row and one vector of the configured model; no
     orphan links; conflicts recorded both ways; records_version consistent with the rows;
     supersession chains acyclic. --repair rebuilds FTS rows and vectors, reports what it
-    changed, and checks again.
+    changed, and checks again. --json prints one object: ok (clean), store, clean,
+    findings (each kind, record_id, detail) and repaired; with findings it also carries
+    "error": "findings" and still exits 3.
 
     Example:
 
@@ -221,7 +225,17 @@ def check(repair: bool, store_path: str, config_path: str | None, actor: str) ->
         async with open_runtime(store_path, config_path, allow_embedding_mismatch=True) as rt:
             return await rt.ops.check(repair=repair, actor=actor)
 
-    report = run_async(go())
+    with reported_errors(as_json):
+        report = asyncio.run(go())
+    if as_json:
+        fields: dict[str, Any] = {"ok": report.clean, "store": store_path, "clean": report.clean}
+        fields |= {"findings": [_finding(f) for f in report.findings], "repaired": list(report.repaired)}
+        if not report.clean:
+            fields |= {"error": "findings", "message": f"{len(report.findings)} finding(s) in {store_path}"}
+        echo_json(fields)
+        if not report.clean:
+            sys.exit(EXIT_FINDINGS)
+        return
     for line in report.repaired:
         click.echo(f"repaired: {line}")
     for finding in report.findings:
@@ -230,6 +244,10 @@ def check(repair: bool, store_path: str, config_path: str | None, actor: str) ->
         click.echo(f"{len(report.findings)} finding(s) in {store_path}", err=True)
         sys.exit(EXIT_FINDINGS)
     click.echo(f"{store_path}: clean")
+
+
+def _finding(finding: Any) -> dict[str, Any]:
+    return {"kind": finding.kind, "record_id": finding.record_id, "detail": finding.detail}
 
 
 @click.group()
@@ -310,13 +328,16 @@ def snapshot_load(
     type=click.Path(exists=True, dir_okay=False),
     help="YAML config file (its embedding settings judge the copied vectors in the check).",
 )
-def copy_command(source: str, destination: str, config_path: str | None) -> None:
+@json_option
+def copy_command(source: str, destination: str, config_path: str | None, as_json: bool) -> None:
     """Copy a whole store into a new, empty one, across backends; then verify the copy.
 
     SOURCE and DESTINATION are SQLite files or postgresql:// URLs. SOURCE must exist; the
     destination is created (or must be empty) and is written in one transaction: it holds the whole copy
     or nothing, so an interrupted copy is run again. Afterwards every table's row count is
-    compared and `retold check` runs on the destination; exit 0 when both agree.
+    compared and `retold check` runs on the destination; exit 0 when both agree. --json
+    prints one object (no bar): ok (verified), source, destination (passwords redacted),
+    tables (each copied and in_destination), rows_copied, records_version and findings.
 
     Example:
 
@@ -327,7 +348,7 @@ def copy_command(source: str, destination: str, config_path: str | None) -> None
 
     from retold.copying import copy_store
 
-    with reported_errors(as_json=False):  # before the bar: a refused copy prints one line only
+    with reported_errors(as_json):  # before the bar: a refused copy prints one line only
         refuse_missing_store(source)
     bar = Progress(
         TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -336,6 +357,8 @@ def copy_command(source: str, destination: str, config_path: str | None) -> None
     tasks: dict[str, Any] = {}
 
     def progress(table: str, done: int, total: int) -> None:
+        if as_json:  # one object on stdout and nothing drawn, as every --json command
+            return
         if not tasks:  # drawn from the first row on: a copy refused at open prints its one line only
             bar.start()
         if table not in tasks:
@@ -343,10 +366,28 @@ def copy_command(source: str, destination: str, config_path: str | None) -> None
         bar.update(tasks[table], completed=done, total=total)
 
     try:
-        result = run_async(copy_store(source, destination, config_path, progress=progress))
+        with reported_errors(as_json):
+            result = asyncio.run(copy_store(source, destination, config_path, progress=progress))
     finally:
         if tasks:
             bar.stop()
+    if as_json:
+        fields: dict[str, Any] = {
+            "ok": result.verified,
+            "source": result.report.source,
+            "destination": result.report.destination,
+            "verified": result.verified,
+            "tables": {t: {"copied": c, "in_destination": n} for t, (c, n) in result.counts.items()},
+            "rows_copied": sum(c for c, _ in result.counts.values()),
+            "records_version": result.report.records_version,
+            "findings": [_finding(f) for f in result.findings],
+        }
+        if not result.verified:
+            fields |= {"error": "not_verified", "message": "the copy does not match its source"}
+        echo_json(fields)
+        if not result.verified:
+            sys.exit(EXIT_FINDINGS)
+        return
     for table, (copied, counted) in result.counts.items():
         click.echo(f"{table}: {copied} row(s) copied, {counted} in the destination")
     for finding in result.findings:

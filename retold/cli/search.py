@@ -1,20 +1,23 @@
 """``retold search``: one search as an agent would run it, or a replay of a logged one.
 
 Prints the rendered result and the search_log row together, so an operator tuning the
-gate sees what the agent saw and why in one place.
+gate sees what the agent saw and why in one place; ``--json`` prints the structured result
+instead (each result's id, score and full explanation, as ``memory_search`` with
+``explain: "full"`` returns it) with the row in one object.
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import click
 
-from retold.cli.common import common_options, echo_json, run_async
+from retold.cli.common import common_options, echo_json, json_option, jsonable, reported_errors
 from retold.errors import RetoldError
 from retold.models import Principal, SearchRequest
-from retold.retrieve.render import render_search
 from retold.runtime import open_runtime
+from retold.tools.payloads import search_payload
 from retold.util import maybe_json
 
 __all__ = ["search"]
@@ -30,6 +33,7 @@ __all__ = ["search"]
 @click.option("--k", "k", type=int, default=None, help="Results to return (default retrieval.default_k).")
 @click.option("--history", is_flag=True, help="Include superseded and expired records.")
 @click.option("--replay", "replay_id", default=None, help="Re-decide a logged search's gate with --config.")
+@json_option
 @common_options
 def search(
     queries: tuple[str, ...],
@@ -41,6 +45,7 @@ def search(
     k: int | None,
     history: bool,
     replay_id: str | None,
+    as_json: bool,
     store_path: str,
     config_path: str | None,
     actor: str,
@@ -49,6 +54,10 @@ def search(
 
     With --replay SEARCH_ID, re-decide that logged search's gate under the floors of
     --config, from the logged candidate scores alone, and print the decision.
+
+    --json prints one object: ok, search_id, rendered, results (each with record_id,
+    short_id, score, explanation and explanation_full), empty_reason, the queries, and
+    search_log (the logged row); with --replay, ok and the replayed decision.
 
     Example:
 
@@ -64,7 +73,9 @@ def search(
             async with open_runtime(store_path, config_path) as rt:
                 return await replay_gate(rt.store, replay_id, rt.config)
 
-        echo_json(run_async(replay()))
+        with reported_errors(as_json):
+            decided = asyncio.run(replay())
+        echo_json({"ok": True, **jsonable(decided)} if as_json else decided)
         return
     if not agent_id or not user_id or not queries:
         raise click.UsageError("a search needs --agent, --user and at least one query (or --replay ID)")
@@ -76,12 +87,21 @@ def search(
         raise click.BadParameter(str(exc)) from exc
     request = SearchRequest(queries=list(queries), types=list(types) or None, k=k, include_history=history)
 
-    async def go() -> tuple[str, Any]:
+    async def go() -> tuple[dict[str, Any], Any]:
         async with open_runtime(store_path, config_path) as rt:
             response = await rt.search(principal, request)
-            return render_search(response), await rt.store.search_log(response.search_id)
+            retrieval = rt.config.retrieval
+            payload = search_payload(
+                response, explain="full", rrf_k=retrieval.rrf_k, similarity_weight=retrieval.similarity_weight
+            )
+            return payload, await rt.store.search_log(response.search_id)
 
-    rendered, row = run_async(go())
-    click.echo(rendered)
+    with reported_errors(as_json):
+        payload, row = asyncio.run(go())
+    logged = {key: maybe_json(value) for key, value in (row or {}).items()}
+    if as_json:
+        echo_json({**payload, "search_log": logged})
+        return
+    click.echo(payload["rendered"])
     click.echo("\nsearch_log:")
-    echo_json({key: maybe_json(value) for key, value in (row or {}).items()})
+    echo_json(logged)

@@ -17,10 +17,28 @@ from retold.store import Store
 from retold.tools.schemas import EXPLAIN_MODES
 from retold.util import format_ts
 
-__all__ = ["MAX_EVENTS", "explanation_payload", "record_payload", "search_payload"]
+__all__ = ["MAX_EVENTS", "MODEL_HIDDEN_KEYS", "explanation_payload", "model_view", "record_payload",
+           "search_payload"]  # fmt: skip
 
 MAX_EVENTS = 50
 """memory_get shows a record's most recent events up to this many; ``events_total`` counts all."""
+
+MODEL_HIDDEN_KEYS: tuple[str, ...] = ("timings_ms",)
+"""Keys of a tool result that the host keeps and the model is never shown.
+
+``timings_ms`` is the write's (spec §8.1 step 9) or the search's per-stage latency: thirteen
+numbers a model pays for as tokens on every call and cannot act on. The structured result of
+``rt.tools.call`` keeps it (benchmarks read write latency there); the write event's payload and
+``search_log.timings_ms`` record it as well."""
+
+
+def model_view(result: dict[str, Any]) -> dict[str, Any]:
+    """``result`` as a model reads it: the same dict without :data:`MODEL_HIDDEN_KEYS`.
+
+    Every adapter builds the tool message from this (``retold.adapters.common.tool_text``, the
+    MCP server's text and ``structuredContent``), so what the model pays for is decided here.
+    """
+    return {k: v for k, v in result.items() if k not in MODEL_HIDDEN_KEYS}
 
 
 def _ts(value: datetime | None) -> str | None:

@@ -112,7 +112,9 @@ async def test_write_search_get_forget_round_trip(store_path: Path | str) -> Non
     async with connect(rt, p()) as client:
         written = await call(client, "memory_write", FACT)
         assert written["outcome"] == "created" and written["write_target"] == "personal"
+        assert "timings_ms" not in written  # a client may hand structuredContent to the model
         found = await call(client, "memory_search", {"queries": ["oat milk flat whites coffee order"]})
+        assert "timings_ms" not in found
         assert [r["record_id"] for r in found["results"]] == [written["record_id"]]
         text = wire(
             await client.call_tool("memory_search", {"queries": ["oat milk flat whites coffee order"]})
