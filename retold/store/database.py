@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import json
 import logging
 import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
@@ -109,10 +110,12 @@ class Database:
         self._writer: aiosqlite.Connection | None = None
         self._reader: aiosqlite.Connection | None = None
         self._write_lock = asyncio.Lock()
-        # Rollbacks still finishing for callers cancelled during BEGIN (they hold the lock).
+        # Rollbacks still finishing for callers cancelled during BEGIN (they hold the lock), and
+        # reader id tables being emptied (temp_ids): close() waits for both.
         self._finishing: set[asyncio.Task[None]] = set()
         # Emptied temporary id tables, per connection, for temp_ids to reuse.
         self._temp_tables: dict[int, list[str]] = {}
+        self._reader_tables: set[str] = set()  # created on the reader (it never rolls one back)
         self._closed = False
 
     @classmethod
@@ -438,22 +441,52 @@ class Database:
         ``DROP TABLE`` (SQLITE_LOCKED) while any other statement on the connection is
         still reading, which concurrent searches on the shared reader always risk, and
         each drop would also invalidate every cached statement.
+
+        A search loads five or so sets, each once a thread hop of its own cost more than the
+        query it serves, so the ids go in as one JSON array (one statement, not one per id),
+        and on the reader (no transactions there) a pooled table is created once and emptied
+        after the caller is done, off its path: it returns to the pool when the ``DELETE``
+        has run. On the writer a rolled-back transaction takes a table it created, and its
+        ``DELETE`` too, so there both run each time and the caller waits for them.
         """
         conn = self._conn()
         pool = self._temp_tables.setdefault(id(conn), [])
         name = pool.pop() if pool else "temp.ids_" + new_id().replace("-", "")
+        reader = self._reader is not None and conn is self._reader
         try:
-            # Inside the try: a cancelled CREATE still runs on the connection's thread, and the
-            # DELETE queued behind it is what empties the table then. IF NOT EXISTS: a rolled
+            # Inside the try: a cancelled statement still runs on the connection's thread, and
+            # the DELETE queued behind it is what empties the table then. IF NOT EXISTS: a rolled
             # back transaction takes a table it created with it.
-            await self._on(conn, f"CREATE TABLE IF NOT EXISTS {name} (id TEXT PRIMARY KEY)")
-            await self._on(conn, f"INSERT OR IGNORE INTO {name}(id) VALUES (?)", ((i,) for i in ids))
+            if not (reader and name in self._reader_tables):
+                await self._on(conn, f"CREATE TABLE IF NOT EXISTS {name} (id TEXT PRIMARY KEY)")
+                if reader:
+                    self._reader_tables.add(name)
+            fill = f"INSERT OR IGNORE INTO {name}(id) SELECT value FROM json_each(?)"
+            await self._on(conn, fill, [(json.dumps(list(ids)),)])
             yield name
         finally:
             if not self._closed:
-                # Pooled only once emptied; a failed or interrupted DELETE leaves it unused.
-                await run_to_completion(self._on(conn, f"DELETE FROM {name}"))
-                pool.append(name)
+                if reader:
+                    self._empty_later(conn, name, pool)
+                else:  # pooled only once emptied; a failed or interrupted DELETE leaves it unused
+                    await run_to_completion(self._on(conn, f"DELETE FROM {name}"))
+                    pool.append(name)
+
+    def _empty_later(self, conn: aiosqlite.Connection, name: str, pool: list[str]) -> None:
+        """Empty a reader's id table in the background; it is pooled again once empty."""
+
+        async def empty() -> None:
+            await self._on(conn, f"DELETE FROM {name}")
+            pool.append(name)
+
+        task = asyncio.get_running_loop().create_task(empty(), context=contextvars.Context())
+        self._finishing.add(task)
+        task.add_done_callback(self._emptied)
+
+    def _emptied(self, task: asyncio.Task[None]) -> None:
+        self._finishing.discard(task)
+        if not task.cancelled() and task.exception() is not None:  # the table stays out of the pool
+            logger.error("emptying a temporary id table on %s failed", self.path, exc_info=task.exception())
 
     async def _on(self, conn: aiosqlite.Connection, sql: str, rows: Iterable[Params] | None = None) -> None:
         """One statement (or one per row) on a given connection, run to its end."""

@@ -235,6 +235,9 @@ async def settled(store: Store) -> None:
     the connection before it is idle again, but a check made at once can see it mid-way."""
     async with store.db._write_lock:  # the invariant under test is internal to Database
         pass
+    # A reader's id table is emptied in the background once its caller is done (temp_ids).
+    while pending := list(getattr(store.db, "_finishing", ())):
+        await asyncio.gather(*pending, return_exceptions=True)
 
 
 async def temp_id_tables(store: Store) -> list[str]:
@@ -458,5 +461,35 @@ async def test_an_id_table_is_released_while_another_statement_is_still_reading(
             await cursor.close()
         async with db.temp_ids(["c"]) as reused:  # emptied and pooled, never another's rows
             assert [r[0] for r in await db.fetchall(f"SELECT id FROM {reused}")] == ["c"]
+    finally:
+        await db.close()
+
+
+async def test_a_reader_id_table_is_filled_by_one_statement_and_emptied_after_use(tmp_path: Path) -> None:
+    """A search loads several id sets: each costs one statement on its path, the emptying none.
+
+    The table returns to the pool only once its DELETE has run, so a search that starts
+    meanwhile gets another table, never one still holding the last caller's ids.
+    """
+    db = await Database.open(tmp_path / "ids.sqlite")
+    seen: list[str] = []
+    try:
+        async with db.temp_ids(["warm"]):
+            pass  # the pooled table is created once on the reader
+        while db._finishing:
+            await asyncio.gather(*list(db._finishing))
+        db.tracer = lambda sql, _params: seen.append(sql.split()[0])
+        async with db.temp_ids(f"r{i}" for i in range(300)) as first:
+            assert seen == ["INSERT"]
+            assert len(await db.fetchall(f"SELECT id FROM {first}")) == 300
+        async with db.temp_ids(["x"]) as second:  # before the first is emptied: another table
+            assert second != first
+            assert [r[0] for r in await db.fetchall(f"SELECT id FROM {second}")] == ["x"]
+        while db._finishing:
+            await asyncio.gather(*list(db._finishing))
+        assert await db.fetchall(f"SELECT id FROM {first}") == []
+        async with db.temp_ids(["y"]) as reused:
+            assert reused in (first, second)
+            assert [r[0] for r in await db.fetchall(f"SELECT id FROM {reused}")] == ["y"]
     finally:
         await db.close()
