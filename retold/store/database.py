@@ -21,6 +21,9 @@ sees the commit finish first: the write is then whole (and its
 
 All SQL retold runs passes through :meth:`Database.execute` and friends, which
 accept an optional tracer: ``db.tracer = lambda sql, params: print(sql)``.
+
+One job: statements on the one file, whole or not at all, whatever the caller's cancellation;
+it is long because each way a statement can be interrupted has its own few lines.
 """
 
 from __future__ import annotations
