@@ -48,7 +48,12 @@ lint: $(STAMP)
 # The suite in parallel, one worker per core up to TEST_WORKERS (most of its time is spent
 # waiting on subprocesses and servers); `$(BIN)/python -m pytest` alone runs it serially.
 TEST_WORKERS ?= 4
+# The ONNX export of the packaged embedder, once per checkout (tests/conftest.py reads it
+# there): otherwise every worker would make its own at its first embedding.
+TEST_CACHE := $(CURDIR)/.cache/retold
+
 test: lint
+	RETOLD_CACHE_DIR=$(TEST_CACHE) $(BIN)/python -m retold.index.onnx_export > /dev/null
 	$(BIN)/python -m pytest -n auto --maxprocesses=$(TEST_WORKERS)
 
 unit: $(STAMP)

@@ -1,5 +1,8 @@
 """The cold start of the packaged embedder, stage by stage, and the torch thread setting under load.
 
+This is the torch backend (``embedding.backend: torch``); the default ONNX backend's cold start
+is measured by ``benchmarks/onnx_embedder.py``.
+
 Every figure comes from a fresh interpreter (a subprocess per run), as a server's first call
 pays it: ``import retold``, ``import torch``, ``import sentence_transformers``, loading the
 packaged weights (sha256 check included), the first embedding, then the steady cost of a
@@ -66,10 +69,10 @@ def _child(threads: int) -> None:
     import sentence_transformers  # noqa: F401
 
     t = lap("import_st", t)
-    from retold.config import Config
-    from retold.index.embedder import build_embedder
+    from retold.config import EmbeddingConfig
+    from retold.index.embedding_backend import build_embedder
 
-    embedder = build_embedder(Config().embedding)
+    embedder = build_embedder(EmbeddingConfig(backend="torch"))  # ONNX's: benchmarks/onnx_embedder.py
     embedder.warm()
     t = lap("load", t)
     embedder.embed_queries(["what answer style does the user prefer?"])
@@ -96,10 +99,10 @@ def _spin(threads: int) -> None:
     import torch
 
     torch.set_num_threads(threads)
-    from retold.config import Config
-    from retold.index.embedder import build_embedder
+    from retold.config import EmbeddingConfig
+    from retold.index.embedding_backend import build_embedder
 
-    embedder = build_embedder(Config().embedding)
+    embedder = build_embedder(EmbeddingConfig(backend="torch"))  # ONNX's: benchmarks/onnx_embedder.py
     embedder.warm()
     print("ready", flush=True)
     docs = [

@@ -228,7 +228,7 @@ async def search_all(
 
 
 def embedder() -> Any:
-    from retold.index.embedder import build_embedder
+    from retold.index.embedding_backend import build_embedder
 
     built = build_embedder(Config().embedding)
     built.warm()

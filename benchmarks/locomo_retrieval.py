@@ -85,7 +85,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 import retold  # noqa: E402
 from retold.config import Config  # noqa: E402
-from retold.index.embedder import build_embedder  # noqa: E402
+from retold.index.embedding_backend import build_embedder  # noqa: E402
 from retold.index.passages import split_passages  # noqa: E402
 from retold.models import (  # noqa: E402
     Candidate,

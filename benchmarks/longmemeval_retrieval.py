@@ -81,7 +81,7 @@ from rich.console import Console  # noqa: E402
 
 import retold  # noqa: E402
 from retold.config import Config  # noqa: E402
-from retold.index.embedder import build_embedder  # noqa: E402
+from retold.index.embedding_backend import build_embedder  # noqa: E402
 from retold.models import Principal, SearchRequest  # noqa: E402
 from retold.retrieve.fusion import rrf  # noqa: E402
 from retold.retrieve.replay import candidates_from_log  # noqa: E402

@@ -164,7 +164,7 @@ def main() -> None:
     report: dict[str, Any] = {}
     if args.only in (None, "real"):
         from retold.config import Config
-        from retold.index.embedder import build_embedder
+        from retold.index.embedding_backend import build_embedder
 
         n = 200 if args.quick else 1000
         report["real"] = summarise(

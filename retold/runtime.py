@@ -78,7 +78,7 @@ class Runtime:
         self.store = store
         self.clock = clock
         if embedder is None:
-            from retold.index.embedder import build_embedder
+            from retold.index.embedding_backend import build_embedder
 
             embedder = build_embedder(config.embedding)
         if chat_model is not None:

@@ -16,6 +16,9 @@ for _key, _value in {
     "LANGGRAPH_CLI_NO_ANALYTICS": "1",
     "HF_HUB_OFFLINE": "1",
     "TRANSFORMERS_OFFLINE": "1",
+    # The ONNX export of the packaged model (embedding.backend auto), made once per checkout
+    # (`make test` makes it first), not in the user's home.
+    "RETOLD_CACHE_DIR": str(Path(__file__).resolve().parent.parent / ".cache" / "retold"),
 }.items():
     os.environ.setdefault(_key, _value)
 

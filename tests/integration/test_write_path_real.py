@@ -22,7 +22,7 @@ USER = Scope("user", "u1")
 @pytest.fixture(scope="module")
 def embedder():  # type: ignore[no-untyped-def]
     from retold.config import Config
-    from retold.index.embedder import build_embedder
+    from retold.index.embedding_backend import build_embedder
 
     model = build_embedder(Config().embedding)
     model.warm()

@@ -108,7 +108,7 @@ def seeded(
 ) -> tuple[Path | str, Path, str]:
     location = store_location("odd.sqlite")
     record_id = asyncio.run(_seed(location))
-    monkeypatch.setattr("retold.index.embedder.build_embedder", lambda config: FakeEmbedder())
+    monkeypatch.setattr("retold.index.embedding_backend.build_embedder", lambda config: FakeEmbedder())
     config = tmp_path / "fake.yaml"
     config.write_text("embedding:\n  model: fake-embedder\n  version: '1'\n  dims: 256\n")
     return location, config, record_id

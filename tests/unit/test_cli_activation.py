@@ -106,7 +106,7 @@ async def _seed(location: Path | str) -> tuple[dict[str, str], dict[str, str]]:
 def seeded(store_location: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Seeded:
     location = store_location("cli.sqlite")
     ids, reviews = asyncio.run(_seed(location))
-    monkeypatch.setattr("retold.index.embedder.build_embedder", lambda config: FakeEmbedder())
+    monkeypatch.setattr("retold.index.embedding_backend.build_embedder", lambda config: FakeEmbedder())
     config = tmp_path / "fake.yaml"
     config.write_text("embedding:\n  model: fake-embedder\n  version: '1'\n  dims: 256\n")
     return Seeded(location, config, ids, reviews)

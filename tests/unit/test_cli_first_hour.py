@@ -65,7 +65,7 @@ async def _seed(location: Path | str) -> dict[str, str]:
 def seeded(store_location: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Cli:
     location = store_location("cli.sqlite")
     ids = asyncio.run(_seed(location))
-    monkeypatch.setattr("retold.index.embedder.build_embedder", lambda config: FakeEmbedder())
+    monkeypatch.setattr("retold.index.embedding_backend.build_embedder", lambda config: FakeEmbedder())
     config = tmp_path / "fake.yaml"
     config.write_text(FAKE)
     return Cli(location, config, ids)
@@ -160,7 +160,7 @@ def test_grant_json_is_the_grant(seeded: Cli) -> None:
 def test_copy_json_counts_every_table(tmp_path: Path, backend: str, monkeypatch: pytest.MonkeyPatch) -> None:
     source, destination = tmp_path / "a.sqlite", tmp_path / "b.sqlite"
     asyncio.run(_seed(source))
-    monkeypatch.setattr("retold.index.embedder.build_embedder", lambda config: FakeEmbedder())
+    monkeypatch.setattr("retold.index.embedding_backend.build_embedder", lambda config: FakeEmbedder())
     config = tmp_path / "fake.yaml"
     config.write_text(FAKE)
     result = CliRunner().invoke(

@@ -89,7 +89,7 @@ def seeded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path,
     """The seeded store, a config naming the fake embedder, and the seeded ids; no model loads."""
     db, cfg = tmp_path / "m.sqlite", tmp_path / "fake.yaml"
     ids = asyncio.run(_seed(db))  # before the extractor is faked, so that s2 is left to extract
-    monkeypatch.setattr("retold.index.embedder.build_embedder", lambda config: FakeEmbedder())
+    monkeypatch.setattr("retold.index.embedding_backend.build_embedder", lambda config: FakeEmbedder())
     monkeypatch.setattr(
         "retold.ingest.extraction.structured.extractor_from_config", lambda config: FakeExtractor(OUTPUT)
     )

@@ -24,7 +24,6 @@ from retold.index.embedder import (
     ModelIntegrityError,
     ModelLoadError,
     SentenceTransformerEmbedder,
-    build_embedder,
     check_store_compatibility,
     embed_documents,
     embed_queries,
@@ -221,12 +220,51 @@ def test_satisfies_the_embedder_protocol() -> None:
     assert (embedder.name, embedder.version, embedder.dims) == ("stub-model", "1", DIMS)
 
 
-def test_build_embedder_follows_the_config_and_loads_nothing() -> None:
-    config = EmbeddingConfig(query_cache_entries=7, max_chars=99, device="cpu")
+@pytest.mark.parametrize("which", ["auto", "onnx", "torch"])
+def test_build_embedder_follows_the_config_and_loads_nothing(which: str) -> None:
+    from retold.index.embedding_backend import build_embedder, onnx_serves
+
+    config = EmbeddingConfig(query_cache_entries=7, max_chars=99, device="cpu", backend=which)
     embedder = build_embedder(config)
     assert (embedder.name, embedder.version, embedder.dims) == (config.model, config.version, config.dims)
     assert (embedder.max_chars, embedder.query_cache_entries, embedder.device) == (99, 7, "cpu")
     assert not embedder.is_loaded
+    onnx = which == "onnx" or (which == "auto" and onnx_serves(config))
+    assert (type(embedder).__name__ == "OnnxEmbedder") is onnx
+    if onnx:  # auto exports at first use and falls back to torch; onnx chosen outright does neither
+        assert (embedder.auto_export, embedder.fallback) == ((which == "auto",) * 2)
+
+
+def test_the_auto_backend_takes_torch_for_what_onnx_cannot_serve(tmp_path: Path) -> None:
+    from retold.errors import ConfigError
+    from retold.index.embedding_backend import build_embedder
+
+    for config in (EmbeddingConfig(device="cuda"), EmbeddingConfig(model=str(tmp_path), dims=8)):
+        assert type(build_embedder(config)) is SentenceTransformerEmbedder
+    with pytest.raises(ConfigError) as model:
+        build_embedder(EmbeddingConfig(model=str(tmp_path), dims=8, backend="onnx"))
+    with pytest.raises(ConfigError) as device:
+        build_embedder(EmbeddingConfig(device="cuda", backend="onnx"))
+    assert (model.value.key, device.value.key) == ("embedding.model", "embedding.device")
+
+
+def test_the_auto_backend_falls_back_to_torch_when_the_onnx_file_cannot_be_made(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from retold.index import onnx_embedder
+
+    model = StubModel()
+    monkeypatch.setattr(SentenceTransformerEmbedder, "_load", lambda self: model)  # torch's load
+    monkeypatch.setenv("RETOLD_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(
+        "retold.index.onnx_export.export_onnx",
+        lambda *a, **k: (_ for _ in ()).throw(ImportError("no torch here")),
+    )
+    monkeypatch.setattr(onnx_embedder, "_packaged_folder", lambda: tmp_path)
+    embedder = onnx_embedder.OnnxEmbedder("all-MiniLM-L6-v2", "1", DIMS, auto_export=True, fallback=True)
+    embedder.warm()
+    assert embedder.backend == "torch" and embedder.is_loaded
+    assert embedder.embed_queries(["x"]).shape == (1, DIMS)
 
 
 def test_importing_the_index_modules_does_not_import_torch() -> None:

@@ -180,7 +180,7 @@ def _invoke(*args: str | Path, code: int = 0) -> Result:
 @pytest.fixture
 def fake_models(monkeypatch: pytest.MonkeyPatch) -> None:
     """The command opens its runtime with the fake embedder (no model loads)."""
-    monkeypatch.setattr("retold.index.embedder.build_embedder", lambda config: FakeEmbedder())
+    monkeypatch.setattr("retold.index.embedding_backend.build_embedder", lambda config: FakeEmbedder())
 
 
 def test_the_command_prints_the_same_figures_as_text_and_as_one_json_object(
