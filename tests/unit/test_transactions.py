@@ -236,7 +236,13 @@ async def settled(store: Store) -> None:
     async with store.db._write_lock:  # the invariant under test is internal to Database
         pass
     # A reader's id table is emptied in the background once its caller is done (temp_ids).
-    while pending := list(getattr(store.db, "_finishing", ())):
+    await emptied(store.db)
+
+
+async def emptied(db: Database) -> None:
+    """Wait until no id table is being emptied (done tasks leave ``_finishing`` by a callback,
+    which awaiting an already finished gather never gives the loop a turn to run)."""
+    while pending := [t for t in getattr(db, "_finishing", ()) if not t.done()]:
         await asyncio.gather(*pending, return_exceptions=True)
 
 
@@ -476,8 +482,7 @@ async def test_a_reader_id_table_is_filled_by_one_statement_and_emptied_after_us
     try:
         async with db.temp_ids(["warm"]):
             pass  # the pooled table is created once on the reader
-        while db._finishing:
-            await asyncio.gather(*list(db._finishing))
+        await emptied(db)
         db.tracer = lambda sql, _params: seen.append(sql.split()[0])
         async with db.temp_ids(f"r{i}" for i in range(300)) as first:
             assert seen == ["INSERT"]
@@ -485,8 +490,7 @@ async def test_a_reader_id_table_is_filled_by_one_statement_and_emptied_after_us
         async with db.temp_ids(["x"]) as second:  # before the first is emptied: another table
             assert second != first
             assert [r[0] for r in await db.fetchall(f"SELECT id FROM {second}")] == ["x"]
-        while db._finishing:
-            await asyncio.gather(*list(db._finishing))
+        await emptied(db)
         assert await db.fetchall(f"SELECT id FROM {first}") == []
         async with db.temp_ids(["y"]) as reused:
             assert reused in (first, second)
